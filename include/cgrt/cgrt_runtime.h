@@ -1,0 +1,95 @@
+/* cgrt: the runtime — one device, one driver (real or emulated), its workspaces.
+ *
+ * A cgrt_runtime binds cgrt to one CUDA device through its primary context (the same
+ * context the CUDA runtime and PyTorch use), or to the CPU emulation of the driver.
+ * Everything else in cgrt (workspaces, counters, graph sets, kernels) hangs off it. */
+#ifndef CGRT_RUNTIME_H
+#define CGRT_RUNTIME_H
+
+#include "cgrt/cgrt_status.h"
+#include "cgrt/cgrt_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgrt_runtime cgrt_runtime;
+
+typedef enum cgrt_driver_kind {
+  /* The environment variable CGRT_DRIVER decides ("cuda", "emulated", "auto"); unset
+   * means auto: the real driver when a usable GPU is found, else the emulation (the
+   * reason is logged once at CGRT_LOG_WARN). */
+  CGRT_DRIVER_AUTO = 0,
+  CGRT_DRIVER_CUDA = 1,     /* libcuda.so.1 only; no fallback */
+  CGRT_DRIVER_EMULATED = 2  /* the CPU emulation of the driver */
+} cgrt_driver_kind;
+
+typedef struct cgrt_runtime_options {
+  size_t size;              /* sizeof(cgrt_runtime_options): lets the struct grow */
+  int device_ordinal;       /* CUDA device ordinal; default 0 */
+  cgrt_driver_kind driver;  /* default CGRT_DRIVER_AUTO */
+  /* Path handed to dlopen for the real driver; NULL means "libcuda.so.1". */
+  const char *driver_library;
+  /* Route every driver call through the fault-injection wrapper (cgrt_fault.h).
+   * For tests; costs one relaxed atomic per driver call. Default 0. */
+  int fault_injection;
+  /* Compute capability the emulated device reports, as major*10+minor; 0 means 90.
+   * For tests of the unsupported-device path. Ignored by the real driver. */
+  int emulated_compute_capability;
+} cgrt_runtime_options;
+
+/* Fills *options with the defaults (and its size). Thread-safe. */
+void cgrt_runtime_options_init(cgrt_runtime_options *options);
+
+typedef struct cgrt_runtime_info {
+  size_t size;              /* set by the caller to sizeof(cgrt_runtime_info) */
+  cgrt_driver_kind driver;  /* CGRT_DRIVER_CUDA or CGRT_DRIVER_EMULATED */
+  int driver_version;       /* cuDriverGetVersion, e.g. 13000 */
+  int device_ordinal;
+  char device_name[256];
+  int compute_capability_major;
+  int compute_capability_minor;
+  int sm_count;
+  size_t total_memory;      /* bytes */
+  size_t free_memory;       /* bytes, at the time of the call */
+} cgrt_runtime_info;
+
+/* Creates a runtime. options may be NULL (defaults). On success *out owns a runtime
+ * that the caller releases with cgrt_runtime_destroy; on failure *out is NULL and
+ * nothing is leaked.
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (out NULL, options->size too
+ * small, bad enum); CGRT_ERROR_NO_DRIVER (dlopen or symbol resolution failed, driver
+ * older than 12.4; the message carries the dlopen error); CGRT_ERROR_NO_DEVICE (cuInit
+ * or device lookup failed, ordinal out of range; the message names the CUresult);
+ * CGRT_ERROR_UNSUPPORTED_DEVICE (compute capability below 9.0, or the embedded fatbin
+ * does not load); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER.
+ * Thread-safe. Must not be called while the calling thread captures a stream. */
+cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtime **out);
+
+/* Destroys a runtime and everything it owns (workspaces, counters, streams, module).
+ * NULL is a no-op. Graph sets and kernel plans made from the runtime must be destroyed
+ * first; those still alive are destroyed here too, and a warning is logged.
+ * Returns CGRT_ERROR_INVALID_HANDLE for a pointer that is not a live runtime (a second
+ * destroy), CGRT_SUCCESS otherwise (driver failures during teardown are logged, not
+ * returned: the runtime is gone either way). Not thread-safe with other calls on the
+ * same runtime. Must not be called during capture. */
+cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt);
+
+/* Reports the driver, device and memory. info->size must be set by the caller.
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT,
+ * CGRT_ERROR_DRIVER. Thread-safe. May be called during capture. */
+cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info);
+
+/* "cuda" or "emulated". Static string. */
+const char *cgrt_driver_kind_name(cgrt_driver_kind kind);
+
+/* Synchronizes the runtime's context (cuCtxSynchronize).
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_DRIVER (an earlier
+ * asynchronous failure, e.g. an illegal address in a kernel). Thread-safe. Must not be
+ * called during capture. */
+cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

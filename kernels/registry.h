@@ -1,0 +1,62 @@
+/* Registry of C reference implementations of cgrt's kernels (internal).
+ *
+ * Every kernel in the embedded fatbin has a C reference implementation with the same
+ * name and the same parameter list. The CPU emulation driver (runtime/emu/) runs the
+ * reference when a kernel with that name is launched; tests compare GPU results
+ * against the same references.
+ *
+ * A reference receives the launch geometry and the kernel parameters packed the way
+ * the CUDA driver packs them (each parameter at its natural alignment, in order), so
+ * that cuFuncGetParamInfo, kernel-node parameter patching and replay behave on the
+ * emulation exactly as on a GPU. A reference may execute the whole grid in one call
+ * (it is given grid and block) and must behave as the kernel does, including the
+ * state it leaves in device memory (e.g. counters back at zero). */
+#ifndef CGRT_KERNELS_REGISTRY_H
+#define CGRT_KERNELS_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CGRT__REF_MAX_PARAMS 32
+
+typedef struct cgrt__ref_launch {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+} cgrt__ref_launch;
+
+/* params: the packed parameter buffer; param_offsets[i] is where parameter i starts. */
+typedef void (*cgrt__ref_fn)(const cgrt__ref_launch *launch, const unsigned char *params,
+                             const size_t *param_offsets);
+
+typedef struct cgrt__ref_kernel {
+  const char *name;        /* the kernel's symbol in the fatbin (extern "C" name) */
+  size_t num_params;
+  size_t param_sizes[CGRT__REF_MAX_PARAMS]; /* bytes; alignment = min(size, 8) */
+  cgrt__ref_fn fn;
+} cgrt__ref_kernel;
+
+/* Finds a reference by name: first those registered at run time, then the built-in
+ * table of kernels/ (kernels/registry.c). NULL when unknown. Thread-safe. */
+const cgrt__ref_kernel *cgrt__ref_kernel_find(const char *name);
+
+/* Adds a reference at run time (tests, foreign kernels on the emulation). The struct
+ * is copied. Returns 0, or -1 when the table is full or the entry is malformed.
+ * Thread-safe. */
+int cgrt__ref_kernel_register(const cgrt__ref_kernel *k);
+
+/* Computes the driver's packed layout for a kernel: offsets[i] and the total size.
+ * Each parameter is aligned to min(size, 8) bytes. */
+size_t cgrt__ref_param_layout(const cgrt__ref_kernel *k, size_t *offsets);
+
+/* Reads parameter i of the packed buffer as a value of type T. */
+#define CGRT__REF_PARAM(T, params, offsets, i) (*(const T *)(const void *)((params) + (offsets)[i]))
+
+#ifdef __cplusplus
+}
+#endif
+#endif

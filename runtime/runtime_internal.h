@@ -1,0 +1,76 @@
+/* Internal view of a cgrt_runtime, shared by runtime/, graphs/ and kernels/ plans. */
+#ifndef CGRT_RUNTIME_INTERNAL_H
+#define CGRT_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cgrt/cgrt_runtime.h"
+#include "cgrt/cgrt_workspace.h"
+#include "runtime/driver.h"
+#include "runtime/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgrt__reservation cgrt__reservation; /* runtime/workspace.c */
+
+/* A live device allocation made by cgrt (for checked replay and leak accounting). */
+typedef struct cgrt__alloc_range {
+  CUdeviceptr base;
+  size_t bytes;
+  const char *what; /* static or owned by the reservation */
+} cgrt__alloc_range;
+
+struct cgrt_runtime {
+  const cgrt__driver *drv;
+  cgrt_driver_kind kind;
+  int ordinal;
+  CUdevice dev;
+  CUcontext ctx;
+  int driver_version;
+  char device_name[256];
+  int cc_major, cc_minor, sm_count;
+  size_t total_memory;
+  CUmodule module; /* the embedded kernels */
+
+  pthread_mutex_t mu; /* guards workspaces and counters */
+  int locked;
+  int capturing; /* >0 while a graph set of this runtime captures */
+  cgrt__reservation *reservations; /* singly linked, creation order */
+  cgrt__reservation *reservations_tail;
+
+  CUdeviceptr counters;
+  size_t counter_bytes_reserved;
+  size_t counter_bytes_allocated;
+};
+
+/* 1 if rt is a live runtime (never dereferences a dead pointer). Thread-safe. */
+int cgrt__runtime_is_live(const cgrt_runtime *rt);
+
+/* Validates the handle and makes the runtime's context current on this thread.
+ * Returns CGRT_ERROR_INVALID_HANDLE (with message naming `api`) or a driver error. */
+cgrt_status cgrt__runtime_enter(cgrt_runtime *rt, const char *api);
+
+/* Looks up a kernel of the embedded module by name (cached after the first lookup).
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INTERNAL (no such kernel), CGRT_ERROR_DRIVER. */
+cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out);
+
+/* Enumerates cgrt's own live device allocations (workspaces, counters) into ranges;
+ * returns how many there are (may exceed cap; only cap are written). Caller holds no
+ * lock; takes rt->mu. */
+size_t cgrt__runtime_ranges(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_t cap);
+
+/* Marks the start/end of a capture by this runtime: allocations and growth then fail
+ * with CGRT_ERROR_CAPTURING. */
+void cgrt__runtime_capture_begin(cgrt_runtime *rt);
+void cgrt__runtime_capture_end(cgrt_runtime *rt);
+
+/* Frees everything the workspace manager holds (used by cgrt_runtime_destroy). */
+void cgrt__workspace_release_all(cgrt_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
