@@ -23,6 +23,15 @@ typedef struct cgrt__alloc_range {
   const char *what; /* static or owned by the reservation */
 } cgrt__alloc_range;
 
+/* An object made from a runtime (graph set, kernel plan). cgrt_runtime_destroy destroys
+ * children still attached (newest first) and logs a warning for each. */
+typedef struct cgrt__child {
+  void (*destroy)(void *obj);
+  void *obj;
+  const char *kind; /* "graph set", "mla plan", ... */
+  struct cgrt__child *next, *prev;
+} cgrt__child;
+
 struct cgrt_runtime {
   const cgrt__driver *drv;
   cgrt_driver_kind kind;
@@ -40,6 +49,15 @@ struct cgrt_runtime {
   int capturing; /* >0 while a graph set of this runtime captures */
   cgrt__reservation *reservations; /* singly linked, creation order */
   cgrt__reservation *reservations_tail;
+
+  cgrt__child *children;
+
+  /* kernel lookups of the embedded module, cached */
+  struct {
+    char name[64];
+    CUfunction fn;
+  } functions[32];
+  int function_count;
 
   CUdeviceptr counters;
   size_t counter_bytes_reserved;
@@ -66,6 +84,11 @@ size_t cgrt__runtime_ranges(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_t 
  * with CGRT_ERROR_CAPTURING. */
 void cgrt__runtime_capture_begin(cgrt_runtime *rt);
 void cgrt__runtime_capture_end(cgrt_runtime *rt);
+
+/* Attaches/detaches a child object (the child struct is owned by the caller, typically
+ * embedded in the object). Thread-safe. */
+void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *child);
+void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *child);
 
 /* Frees everything the workspace manager holds (used by cgrt_runtime_destroy). */
 void cgrt__workspace_release_all(cgrt_runtime *rt);
