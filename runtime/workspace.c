@@ -7,7 +7,7 @@
 #include "runtime/runtime_internal.h"
 
 #define GUARD_BYTES 64u
-#define GUARD_WORD 0xC6A7D00Du
+#define GUARD_BYTE 0xCBu /* byte pattern: buffers need not end on a word boundary */
 #define NAME_CAP 64
 
 struct cgrt__reservation {
@@ -80,9 +80,9 @@ static cgrt_status allocate(cgrt_runtime *rt, const char *name, int lane, size_t
     return st;
   }
   for (size_t i = 0; i < count; i++) {
-    r = d->cuMemsetD32(p + offset[i] + cap[i], GUARD_WORD, GUARD_BYTES / 4);
+    r = d->cuMemsetD8(p + offset[i] + cap[i], (unsigned char)GUARD_BYTE, GUARD_BYTES);
     if (r != CUDA_SUCCESS) {
-      cgrt_status st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuMemsetD32", "writing workspace guard words");
+      cgrt_status st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuMemsetD8", "writing workspace guard words");
       cgrt__error_prefix("workspace '%s' (lane %d)", name, lane);
       d->cuMemFree(p);
       return st;
@@ -262,18 +262,18 @@ cgrt_status cgrt_workspace_verify(cgrt_runtime *rt) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_workspace_verify");
   if (st) return st;
   if ((st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_workspace_verify"))) return st;
-  uint32_t guard[GUARD_BYTES / 4];
+  unsigned char guard[GUARD_BYTES];
   pthread_mutex_lock(&rt->mu);
   for (cgrt__reservation *r = rt->reservations; r && !st; r = r->next) {
     for (size_t i = 0; i < r->count && !st; i++) {
       CUdeviceptr g = r->base + r->offset[i] + r->cap[i];
       st = CGRT__CU(rt->drv, cuMemcpyDtoH, (guard, g, sizeof guard), CGRT_ERROR_DRIVER, "cgrt_workspace_verify");
-      for (size_t w = 0; !st && w < GUARD_BYTES / 4; w++)
-        if (guard[w] != GUARD_WORD)
+      for (size_t w = 0; !st && w < GUARD_BYTES; w++)
+        if (guard[w] != GUARD_BYTE)
           st = cgrt__fail(CGRT_ERROR_GUARD_CORRUPTED,
-                          "workspace '%s' (lane %d) buffer %zu (%zu bytes): guard word at byte offset %zu past "
-                          "the end was overwritten (0x%08x, expected 0x%08x)",
-                          r->name, r->lane, i, r->cap[i], w * 4, guard[w], GUARD_WORD);
+                          "workspace '%s' (lane %d) buffer %zu (%zu bytes): guard byte at byte offset %zu past "
+                          "the end was overwritten (0x%02x, expected 0x%02x)",
+                          r->name, r->lane, i, r->cap[i], w, guard[w], GUARD_BYTE);
     }
   }
   pthread_mutex_unlock(&rt->mu);

@@ -9,6 +9,8 @@
 #ifndef CGRT_FAULT_H
 #define CGRT_FAULT_H
 
+#include <stddef.h>
+
 #include "cgrt/cgrt_status.h"
 
 #ifdef __cplusplus

@@ -26,6 +26,15 @@ cgrt_tensor_desc desc1(int64_t n, cgrt_dtype t) {
 struct Scenario {
   int failures = 0;
   std::vector<std::string> failed_steps;
+  bool hit = false;     // the planned fault was injected
+  std::string symbol;   // the driver call that was failed
+
+  void note_fault() {
+    if (!hit && cgrt_fault_injected() > 0) {
+      hit = true;
+      symbol = cgrt_fault_last_symbol();
+    }
+  }
 
   template <class F>
   bool step(const char *what, F f) {
@@ -33,6 +42,7 @@ struct Scenario {
     if (st == CGRT_SUCCESS) return true;
     failures++;
     failed_steps.push_back(what);
+    note_fault();
     EXPECT_NE(std::string(cgrt_last_error()), "") << what << " failed without a message";
     EXPECT_NE(st, CGRT_ERROR_INTERNAL) << what << ": " << cgrt_last_error();
     cgrt_fault_set(nullptr);
@@ -52,6 +62,7 @@ struct Scenario {
     if (st != CGRT_SUCCESS) {
       failures++;
       failed_steps.push_back("create");
+      note_fault();
       EXPECT_EQ(rt, nullptr);
       EXPECT_NE(std::string(cgrt_last_error()), "");
       EXPECT_NE(st, CGRT_ERROR_INTERNAL) << cgrt_last_error();
@@ -71,6 +82,7 @@ struct Scenario {
     step("verify", [&] { return cgrt_workspace_verify(rt); });
     step("counters verify", [&] { return cgrt_counters_verify(rt); });
     EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);  // destroy always completes
+    note_fault();  // a failure during destroy is logged, not returned
     return true;
   }
 };
@@ -81,9 +93,14 @@ bool is_release_call(const std::string &sym) {
 }
 
 void fail_each_call_once(cgrt_driver_kind kind, bool check_leaks) {
-  // Dry run: count the driver calls of the whole scenario.
+  // Dry run: count the driver calls of the whole scenario. A first run warms the
+  // thread's current context (later runs skip a cuCtxSetCurrent), so count the second.
   cgrt_fault_plan plan{};
   plan.size = sizeof plan;
+  {
+    Scenario warm;
+    ASSERT_TRUE(warm.run(kind));
+  }
   ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
   size_t live0 = cgrt__emu_live_objects();
   {
@@ -101,9 +118,10 @@ void fail_each_call_once(cgrt_driver_kind kind, bool check_leaks) {
     ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
     Scenario s;
     s.run(kind);
-    std::string sym = cgrt_fault_last_symbol();
-    bool hit = cgrt_fault_injected() > 0;
+    std::string sym = s.symbol;
+    bool hit = s.hit;
     cgrt_fault_set(nullptr);
+    EXPECT_TRUE(hit) << "call " << i << " was never reached";
     injected += hit;
     SCOPED_TRACE("call " + std::to_string(i) + " (" + sym + ")");
     if (check_leaks && !is_release_call(sym)) {

@@ -157,7 +157,7 @@ TEST_F(Workspace, GuardCorruptionIsDetected) {
   std::string msg = cgrt_last_error();
   EXPECT_NE(msg.find("'guarded'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("buffer 1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("byte offset 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("byte offset 5"), std::string::npos) << msg;
 }
 
 TEST_F(Workspace, CountersZeroedOnceVerifiedAndLocked) {
