@@ -1,0 +1,36 @@
+/* CPU emulation of the CUDA driver table: internal helpers for tests and reference
+ * kernels (the table itself is cgrt__driver_emulated() in runtime/driver.h).
+ * Internal header: not installed, not part of the public API. */
+#ifndef CGRT_RUNTIME_EMU_EMU_H
+#define CGRT_RUNTIME_EMU_EMU_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Live objects of the emulation: allocations (device and pinned host) + streams +
+ * events + graphs (not counting conditional bodies) + executable graphs + modules.
+ * Tests compare it before and after to find leaks. Thread-safe. */
+size_t cgrt__emu_live_objects(void);
+
+/* The device-side cudaGraphSetConditional(handle, value) for reference kernels: sets
+ * the value of `handle` in the executable graph that the calling thread is running.
+ * No effect outside a graph launch or for a handle the running graph does not own. */
+void cgrt__emu_set_conditional(CUgraphConditionalHandle handle, unsigned value);
+
+/* The dependencies (incoming edges) of a graph node, in the order they were added:
+ * writes up to `cap` of them to `deps` (may be NULL when cap is 0) and returns how many
+ * there are; 0 for an unknown node. Test helper (the table has no cuGraphGetEdges). */
+size_t cgrt__emu_node_dependencies(CUgraphNode node, CUgraphNode *deps, size_t cap);
+
+/* Launch attributes recorded on a kernel node (cuLaunchKernelEx during capture):
+ * writes up to `cap` of them and returns how many there are; 0 for other nodes. */
+size_t cgrt__emu_node_launch_attributes(CUgraphNode node, CUlaunchAttribute *attrs, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,239 @@
+/* Emulated memory: device memory is host memory (256-byte aligned), tracked in a table
+ * with pinned host allocations; synchronous copies and memsets. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/emu/emu_internal.h"
+
+typedef struct emu_alloc {
+  uintptr_t base;
+  size_t size; /* requested bytes */
+  size_t charged; /* rounded to EMU_ALIGN */
+  int pinned;
+} emu_alloc;
+
+static emu_alloc *g_allocs;
+static size_t g_nallocs, g_capallocs;
+static size_t g_device_bytes;
+
+static emu_alloc *find_containing(uintptr_t p) {
+  for (size_t i = 0; i < g_nallocs; i++)
+    if (p >= g_allocs[i].base && p - g_allocs[i].base < g_allocs[i].size) return &g_allocs[i];
+  return NULL;
+}
+
+int cgrt__emu_mem_range_ok(uintptr_t p, size_t n, int want) {
+  const emu_alloc *a = find_containing(p);
+  if (a == NULL) return 0;
+  if (want == EMU_MEM_PINNED && !a->pinned) return 0;
+  return n <= a->size - (p - a->base);
+}
+
+static CUresult alloc_locked(void **out, size_t bytes, int pinned) {
+  size_t charged = (bytes + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
+  if (charged < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!pinned && charged > EMU_TOTAL_MEM - g_device_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (g_nallocs == g_capallocs) {
+    size_t ncap = g_capallocs ? g_capallocs * 2 : 64;
+    emu_alloc *na = realloc(g_allocs, ncap * sizeof(*na));
+    if (na == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    g_allocs = na;
+    g_capallocs = ncap;
+  }
+  void *p = aligned_alloc(EMU_ALIGN, charged);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  g_allocs[g_nallocs++] = (emu_alloc){(uintptr_t)p, bytes, charged, pinned};
+  if (!pinned) g_device_bytes += charged;
+  cgrt__emu_counts.allocs++;
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult free_locked(uintptr_t p, int pinned) {
+  for (size_t i = 0; i < g_nallocs; i++) {
+    if (g_allocs[i].base != p) continue;
+    if (g_allocs[i].pinned != pinned) return CUDA_ERROR_INVALID_VALUE;
+    if (!pinned) g_device_bytes -= g_allocs[i].charged;
+    free((void *)p);
+    g_allocs[i] = g_allocs[--g_nallocs];
+    cgrt__emu_counts.allocs--;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cgrt__emu_cuMemGetInfo(size_t *free_bytes, size_t *total) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (free_bytes == NULL || total == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  *free_bytes = EMU_TOTAL_MEM - g_device_bytes;
+  *total = EMU_TOTAL_MEM;
+  cgrt__emu_unlock();
+  return CUDA_SUCCESS;
+}
+
+static CUresult alloc_api(void **out, size_t bytes, int pinned) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (out == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  r = cgrt__emu_unsafe_call();
+  if (r == CUDA_SUCCESS) r = alloc_locked(out, bytes, pinned);
+  cgrt__emu_unlock();
+  return r;
+}
+
+static CUresult free_api(uintptr_t p, int pinned) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  cgrt__emu_lock();
+  r = cgrt__emu_unsafe_call();
+  if (r == CUDA_SUCCESS && p != 0) r = free_locked(p, pinned);
+  cgrt__emu_unlock();
+  return r;
+}
+
+CUresult cgrt__emu_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  if (dptr == NULL) {
+    CUresult r = cgrt__emu_check_ctx();
+    return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+  }
+  void *p = NULL;
+  CUresult r = alloc_api(&p, bytesize, 0);
+  if (r == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
+}
+
+CUresult cgrt__emu_cuMemFree(CUdeviceptr dptr) { return free_api((uintptr_t)dptr, 0); }
+
+CUresult cgrt__emu_cuMemAllocHost(void **pp, size_t bytesize) { return alloc_api(pp, bytesize, 1); }
+
+CUresult cgrt__emu_cuMemFreeHost(void *p) { return free_api((uintptr_t)p, 1); }
+
+/* A synchronous memory operation: context, unsafe-call and legacy-stream rules, then
+ * the device range check. `dev` must lie in device (or pinned, UVA) memory. */
+static CUresult sync_begin(uintptr_t dev, size_t n) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  cgrt__emu_lock();
+  r = cgrt__emu_sync_op();
+  if (r == CUDA_SUCCESS && n > 0 && !cgrt__emu_mem_range_ok(dev, n, EMU_MEM_ANY))
+    r = CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_unlock();
+  return r;
+}
+
+CUresult cgrt__emu_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+  CUresult r = sync_begin((uintptr_t)dstDevice, ByteCount);
+  if (r != CUDA_SUCCESS) return r;
+  if (ByteCount > 0 && srcHost == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (ByteCount > 0) memmove((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+  return CUDA_SUCCESS;
+}
+
+CUresult cgrt__emu_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  CUresult r = sync_begin((uintptr_t)srcDevice, ByteCount);
+  if (r != CUDA_SUCCESS) return r;
+  if (ByteCount > 0 && dstHost == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (ByteCount > 0) memmove(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount);
+  return CUDA_SUCCESS;
+}
+
+CUresult cgrt__emu_cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  CUresult r = sync_begin((uintptr_t)dstDevice, N);
+  if (r != CUDA_SUCCESS) return r;
+  CUDA_MEMSET_NODE_PARAMS m = {.dst = dstDevice, .value = uc, .elementSize = 1, .width = N, .height = 1};
+  cgrt__emu_memset_run(&m);
+  return CUDA_SUCCESS;
+}
+
+CUresult cgrt__emu_cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+  if (N > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = sync_begin((uintptr_t)dstDevice, N * 4);
+  if (r != CUDA_SUCCESS) return r;
+  if (dstDevice % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMSET_NODE_PARAMS m = {.dst = dstDevice, .value = ui, .elementSize = 4, .width = N, .height = 1};
+  cgrt__emu_memset_run(&m);
+  return CUDA_SUCCESS;
+}
+
+/* ---- 1-D copy / memset descriptions shared with graph nodes ---- */
+void cgrt__emu_memcpy_params(CUDA_MEMCPY3D *c, CUmemorytype dt, uintptr_t dst, CUmemorytype st,
+                             uintptr_t src, size_t bytes) {
+  memset(c, 0, sizeof(*c));
+  c->srcMemoryType = st;
+  if (st == CU_MEMORYTYPE_HOST)
+    c->srcHost = (const void *)src;
+  else
+    c->srcDevice = (CUdeviceptr)src;
+  c->dstMemoryType = dt;
+  if (dt == CU_MEMORYTYPE_HOST)
+    c->dstHost = (void *)dst;
+  else
+    c->dstDevice = (CUdeviceptr)dst;
+  c->WidthInBytes = bytes;
+  c->Height = 1;
+  c->Depth = 1;
+}
+
+static int side_addr(CUmemorytype t, const void *host, CUdeviceptr dev, size_t x, uintptr_t *out) {
+  if (t == CU_MEMORYTYPE_HOST)
+    *out = (uintptr_t)host + x;
+  else if (t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED)
+    *out = (uintptr_t)dev + x;
+  else
+    return 0; /* arrays are not emulated */
+  return 1;
+}
+
+int cgrt__emu_memcpy_1d(const CUDA_MEMCPY3D *c, uintptr_t *src, uintptr_t *dst, size_t *bytes) {
+  if (c->Height > 1 || c->Depth > 1 || c->srcY || c->srcZ || c->dstY || c->dstZ) return 0;
+  if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1) return 0;
+  if (!side_addr(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, src)) return 0;
+  if (!side_addr(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, dst)) return 0;
+  *bytes = c->WidthInBytes;
+  return 1;
+}
+
+/* Host operands of graph copies must be pinned; device operands must be live. */
+static int side_valid(CUmemorytype t, uintptr_t a, size_t n) {
+  return cgrt__emu_mem_range_ok(a, n, t == CU_MEMORYTYPE_HOST ? EMU_MEM_PINNED : EMU_MEM_ANY);
+}
+
+int cgrt__emu_memcpy_valid(const CUDA_MEMCPY3D *c) {
+  uintptr_t s, d;
+  size_t n;
+  if (!cgrt__emu_memcpy_1d(c, &s, &d, &n) || n == 0) return 0;
+  return side_valid(c->srcMemoryType, s, n) && side_valid(c->dstMemoryType, d, n);
+}
+
+int cgrt__emu_memset_valid(const CUDA_MEMSET_NODE_PARAMS *m) {
+  size_t es = m->elementSize;
+  if (es != 1 && es != 2 && es != 4) return 0;
+  if (m->width == 0 || m->height == 0 || m->dst % es != 0) return 0;
+  size_t row = m->width * es;
+  if (row / es != m->width) return 0;
+  size_t pitch = m->height > 1 ? m->pitch : row;
+  if (pitch < row) return 0;
+  size_t span = (m->height - 1) * pitch + row;
+  return cgrt__emu_mem_range_ok((uintptr_t)m->dst, span, EMU_MEM_ANY);
+}
+
+void cgrt__emu_memset_run(const CUDA_MEMSET_NODE_PARAMS *m) {
+  size_t es = m->elementSize, rows = m->height ? m->height : 1;
+  size_t pitch = rows > 1 ? m->pitch : m->width * es;
+  for (size_t y = 0; y < rows; y++) {
+    unsigned char *p = (unsigned char *)(uintptr_t)m->dst + y * pitch;
+    if (es == 1) {
+      memset(p, (int)(m->value & 0xff), m->width);
+    } else if (es == 2) {
+      uint16_t v = (uint16_t)m->value;
+      for (size_t i = 0; i < m->width; i++) memcpy(p + 2 * i, &v, 2);
+    } else {
+      uint32_t v = m->value;
+      for (size_t i = 0; i < m->width; i++) memcpy(p + 4 * i, &v, 4);
+    }
+  }
+}
