@@ -1,0 +1,245 @@
+// MLA decode benchmark: per shape and combine strategy, the time of one decode step
+// (schedule + split [+ combine] kernels) measured with CUDA events, eager and as a
+// replayed CUDA graph, the effective KV bandwidth (KV bytes read / time) and TFLOP/s
+// (2 x heads x context x (576 + 512) per row), next to the device-to-device copy
+// bandwidth measured in the same run. JSON to stdout and to --out.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "cgrt/cgrt_mla.h"
+#include "runtime/runtime_internal.h"
+
+#define CU(x)                                                                  \
+  do {                                                                         \
+    CUresult r_ = (x);                                                         \
+    if (r_ != CUDA_SUCCESS) {                                                  \
+      const char *n_ = "?";                                                    \
+      rt->drv->cuGetErrorName(r_, &n_);                                        \
+      fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, n_);         \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+#define OK(x)                                                                            \
+  do {                                                                                   \
+    cgrt_status s_ = (x);                                                                \
+    if (s_ != CGRT_SUCCESS) {                                                            \
+      fprintf(stderr, "%s:%d %s -> %s: %s\n", __FILE__, __LINE__, #x, cgrt_status_name(s_), \
+              cgrt_last_error());                                                        \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+static cgrt_runtime *rt;
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char **argv) {
+  std::string out_path = "bench/results/mla_decode_h200.json";
+  int reps = 30;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+  }
+  std::string cmd;
+  for (int i = 0; i < argc; i++) cmd += (i ? " " : "") + std::string(argv[i]);
+
+  OK(cgrt_runtime_create(nullptr, &rt));
+  cgrt_runtime_info info{};
+  info.size = sizeof info;
+  OK(cgrt_runtime_get_info(rt, &info));
+  if (info.driver != CGRT_DRIVER_CUDA) {
+    fprintf(stderr, "mla_decode_bench needs a GPU (driver is %s)\n", cgrt_driver_kind_name(info.driver));
+    return 2;
+  }
+  const cgrt__driver *d = rt->drv;
+  CUstream st;
+  CU(d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  CUevent e0, e1;
+  CU(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  CU(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+
+  // Device-to-device copy bandwidth (bytes read + written), same run.
+  double copy_tbps;
+  {
+    const size_t n = 2ull << 30;
+    CUdeviceptr a, b;
+    CU(d->cuMemAlloc(&a, n));
+    CU(d->cuMemAlloc(&b, n));
+    CU(d->cuMemsetD32(a, 0x3f803f80u, n / 4));
+    std::vector<float> ts;
+    for (int i = 0; i < 13; i++) {
+      CU(d->cuEventRecord(e0, st));
+      CU(d->cuMemcpyDtoDAsync(b, a, n, st));
+      CU(d->cuEventRecord(e1, st));
+      CU(d->cuEventSynchronize(e1));
+      float ms;
+      CU(d->cuEventElapsedTime(&ms, e0, e1));
+      if (i >= 3) ts.push_back(ms);
+    }
+    copy_tbps = 2.0 * n / (median(ts) * 1e-3) / 1e12;
+    d->cuMemFree(a);
+    d->cuMemFree(b);
+  }
+
+  const int shapes[][3] = {{1, 16, 8192},   {32, 16, 8192},   {128, 16, 8192}, {64, 16, 32768},
+                           {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096}, {128, 16, 32768}};
+  const int ps = 64;
+  const size_t page_bytes = (size_t)ps * 576 * 2;
+  // One KV pool of random bf16 for every shape; small shapes rotate over several copies
+  // (>= 400 MB in all) so that repeated runs do not read from the 60 MB L2.
+  size_t pool_pages = 0;
+  for (auto &s : shapes) {
+    const size_t pages = (size_t)s[0] * (s[2] / ps);
+    const size_t copies = std::max<size_t>(1, (size_t)std::ceil(400e6 / (pages * page_bytes)));
+    pool_pages = std::max(pool_pages, pages * copies);
+  }
+  CUdeviceptr kv;
+  CU(d->cuMemAlloc(&kv, pool_pages * page_bytes));
+  {
+    std::vector<uint16_t> chunk(64u << 20);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    const size_t total = pool_pages * page_bytes / 2;
+    for (size_t off = 0; off < total; off += chunk.size()) {
+      const size_t n = std::min(chunk.size(), total - off);
+      for (size_t i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        const float f = ((x >> 40) / 16777216.0f) * 2.f - 1.f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        chunk[i] = (uint16_t)(u >> 16);
+      }
+      CU(d->cuMemcpyHtoD(kv + off * 2, chunk.data(), n * 2));
+    }
+  }
+
+  char date[64];
+  time_t now = time(nullptr);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  std::string js = "{\n  \"benchmark\": \"mla_decode\",\n  \"gpu\": \"" + std::string(info.device_name) +
+                   "\",\n  \"sm_count\": " + std::to_string(info.sm_count) + ",\n  \"date\": \"" + date +
+                   "\",\n  \"command\": \"" + cmd + "\",\n  \"page_size\": 64,\n  \"copy_tbps\": " +
+                   std::to_string(copy_tbps) + ",\n  \"results\": [\n";
+  printf("d2d copy %.3f TB/s on %s (%d SMs)\n", copy_tbps, info.device_name, info.sm_count);
+  bool first = true;
+  int lane = 0;
+  for (auto &s : shapes) {
+    const int batch = s[0], heads = s[1], ctx = s[2];
+    const int mbps = ctx / ps;
+    const size_t pages = (size_t)batch * mbps;
+    const int copies = (int)std::max<size_t>(1, (size_t)std::ceil(400e6 / (pages * page_bytes)));
+    std::vector<int> bt(pages * copies);
+    for (size_t i = 0; i < bt.size(); i++) bt[i] = (int)i;
+    CUdeviceptr q, btd, lens, out, lse;
+    CU(d->cuMemAlloc(&q, (size_t)batch * heads * 576 * 2));
+    CU(d->cuMemsetD32(q, 0x3c003c00u, (size_t)batch * heads * 576 / 2));  // 0.0078 pairs
+    CU(d->cuMemAlloc(&btd, bt.size() * 4));
+    CU(d->cuMemcpyHtoD(btd, bt.data(), bt.size() * 4));
+    std::vector<int> lv(batch, ctx);
+    CU(d->cuMemAlloc(&lens, batch * 4));
+    CU(d->cuMemcpyHtoD(lens, lv.data(), batch * 4));
+    CU(d->cuMemAlloc(&out, (size_t)batch * heads * 512 * 2));
+    CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
+    for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS}) {
+      cgrt_mla_options o;
+      cgrt_mla_options_init(&o);
+      o.max_num_seqs = batch;
+      o.heads = heads;
+      o.page_size = ps;
+      o.max_model_len = ctx;
+      o.combine = cb;
+      o.lane = lane++ % CGRT_MAX_LANES;
+      cgrt_mla_plan *plan;
+      OK(cgrt_mla_plan_create(rt, &o, &plan));
+      cgrt_mla_plan_info pi{};
+      pi.size = sizeof pi;
+      OK(cgrt_mla_plan_get_info(plan, &pi));
+      std::vector<cgrt_mla_args> args(copies);
+      for (int c = 0; c < copies; c++) {
+        cgrt_mla_args &a = args[c];
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.q = q;
+        a.kv_cache = kv;
+        a.block_table = btd + (size_t)c * pages * 4;
+        a.seq_lens = lens;
+        a.out = out;
+        a.lse = lse;
+        a.num_rows = batch;
+        a.softmax_scale = 0.0721f;
+      }
+      for (int i = 0; i < 3; i++) OK(cgrt_mla_decode(plan, st, &args[i % copies]));
+      CU(d->cuStreamSynchronize(st));
+      std::vector<float> te, tg;
+      for (int i = 0; i < reps; i++) {
+        CU(d->cuEventRecord(e0, st));
+        OK(cgrt_mla_decode(plan, st, &args[i % copies]));
+        CU(d->cuEventRecord(e1, st));
+        CU(d->cuEventSynchronize(e1));
+        float ms;
+        CU(d->cuEventElapsedTime(&ms, e0, e1));
+        te.push_back(ms * 1e3f);
+      }
+      std::vector<CUgraphExec> ex(copies);
+      for (int c = 0; c < copies; c++) {
+        CUgraph g;
+        CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        OK(cgrt_mla_decode(plan, st, &args[c]));
+        CU(d->cuStreamEndCapture(st, &g));
+        CU(d->cuGraphInstantiateWithFlags(&ex[c], g, 0));
+        d->cuGraphDestroy(g);
+      }
+      for (int i = 0; i < 3; i++) CU(d->cuGraphLaunch(ex[i % copies], st));
+      for (int i = 0; i < reps; i++) {
+        CU(d->cuEventRecord(e0, st));
+        CU(d->cuGraphLaunch(ex[i % copies], st));
+        CU(d->cuEventRecord(e1, st));
+        CU(d->cuEventSynchronize(e1));
+        float ms;
+        CU(d->cuEventElapsedTime(&ms, e0, e1));
+        tg.push_back(ms * 1e3f);
+      }
+      OK(cgrt_counters_verify(rt));
+      for (auto e : ex) d->cuGraphExecDestroy(e);
+      const double us_e = median(te), us_g = median(tg);
+      const double kv_bytes = (double)batch * ctx * 576 * 2;
+      const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
+      const double tflops = 2.0 * batch * heads * (double)ctx * (576 + 512) / (us_g * 1e-6) / 1e12;
+      const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters" : "workspace";
+      printf("batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us  %.3f TB/s (%3.0f%% of copy)  "
+             "%6.1f TFLOP/s  splits %3d  workspace %.1f MiB (fixed split: %.1f MiB)\n",
+             batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
+             pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
+      char b[768];
+      snprintf(b, sizeof b,
+               "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
+               "\"us_graph\": %.3f, \"us_eager\": %.3f, \"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, "
+               "\"tflops\": %.2f, \"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
+               "\"fixed_split_bytes\": %zu}",
+               first ? "" : ",\n", batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops,
+               pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
+      js += b;
+      first = false;
+      cgrt_mla_plan_destroy(plan);
+    }
+    d->cuMemFree(q); d->cuMemFree(btd); d->cuMemFree(lens); d->cuMemFree(out); d->cuMemFree(lse);
+  }
+  js += "\n  ]\n}\n";
+  printf("%s", js.c_str());
+  if (FILE *f = fopen(out_path.c_str(), "w")) {
+    fputs(js.c_str(), f);
+    fclose(f);
+  } else {
+    fprintf(stderr, "cannot write %s\n", out_path.c_str());
+  }
+  cgrt_runtime_destroy(rt);
+  return 0;
+}

@@ -1,0 +1,117 @@
+/* Capture sizes and the dispatch table (requests -> bucket). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphs/graphs_internal.h"
+
+int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode) {
+  return mode == CGRT_GRAPH_BLOCK ? set->o.block_len : 1;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x < y) - (x > y);
+}
+
+/* Sizes in rows for one mode, largest first, deduplicated; returns the count. */
+static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
+  const cgrt_graphs_options *o = &set->o;
+  int max_rows = o->max_num_seqs * k;
+  size_t n = 0;
+  if (o->capture_sizes != NULL && o->num_capture_sizes > 0) {
+    for (size_t i = 0; i < o->num_capture_sizes && n < cap; i++) {
+      int s = o->capture_sizes[i];
+      if (s < 1) continue;
+      s = (s + k - 1) / k * k;
+      if (s > max_rows) s = max_rows; /* a bucket past every batch is wasted */
+      out[n++] = s;
+    }
+  } else {
+    int limit = o->max_capture_rows > 0 ? o->max_capture_rows : max_rows * 2;
+    if (o->max_capture_rows <= 0 && limit > 512) limit = 512;
+    if (limit > max_rows) limit = max_rows;
+    if (limit < k) limit = k;
+    int s = 1;
+    while (n < cap) {
+      int r = (s + k - 1) / k * k;
+      out[n++] = r;
+      if (r >= limit) break;
+      s = s < 4 ? s * 2 : (s < 8 ? 8 : (s < 256 ? s + 8 : s + 16));
+    }
+  }
+  qsort(out, n, sizeof(int), cmp_desc);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (m == 0 || out[m - 1] != out[i]) out[m++] = out[i];
+  return m;
+}
+
+cgrt_status gx_buckets_build(cgrt_graphs *set) {
+  enum { CAP = 1024 };
+  int sizes[3][CAP];
+  size_t counts[3] = {0, 0, 0};
+  if (set->o.enable_decode) counts[0] = sizes_for(set, 1, sizes[0], CAP);
+  if (set->o.block_len >= 2) counts[1] = sizes_for(set, set->o.block_len, sizes[1], CAP);
+  if (set->o.draft_steps >= 2 && set->o.enable_decode && set->o.dcp_world_size <= 1) {
+    counts[2] = counts[0];
+    memcpy(sizes[2], sizes[0], counts[0] * sizeof(int));
+  }
+  size_t total = counts[0] + counts[1] + counts[2];
+  set->execs = (gx_exec *)calloc(total ? total : 1, sizeof(gx_exec));
+  if (set->execs == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: bucket table");
+  size_t n = 0;
+  for (int m = 0; m < 3; m++) {
+    int k = m == 1 ? set->o.block_len : 1;
+    for (size_t i = 0; i < counts[m]; i++) {
+      gx_exec *e = &set->execs[n++];
+      e->mode = m == 1 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
+      e->draft = m == 2;
+      e->rows = sizes[m][i];
+      e->reqs = sizes[m][i] / k;
+      e->last_reqs = -1;
+    }
+  }
+  set->nexec = n;
+  for (int m = 0; m < 3; m++) {
+    set->lut[m] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
+    if (set->lut[m] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
+  }
+  gx_lut_build(set);
+  return CGRT_SUCCESS;
+}
+
+/* lut[m][reqs] = 1 + index of the smallest captured bucket of m holding reqs requests. */
+void gx_lut_build(cgrt_graphs *set) {
+  for (int m = 0; m < 3; m++) {
+    uint32_t *lut = set->lut[m];
+    if (lut == NULL) continue;
+    for (int r = 0; r <= set->o.max_num_seqs; r++) {
+      uint32_t best = 0;
+      int best_rows = 0;
+      for (size_t i = 0; i < set->nexec; i++) {
+        const gx_exec *e = &set->execs[i];
+        int em = e->draft ? 2 : (int)e->mode;
+        if (em != m || !e->captured || e->reqs < r) continue;
+        if (best == 0 || e->rows < best_rows) {
+          best = (uint32_t)i + 1;
+          best_rows = e->rows;
+        }
+      }
+      lut[r] = best;
+    }
+  }
+}
+
+int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
+  if (set == NULL || set->magic != GX_MAGIC || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
+    return 0;
+  if (num_reqs < 1 || num_reqs > set->o.max_num_seqs) return 0;
+  pthread_mutex_lock(&set->mu);
+  uint32_t i = set->lut[mode][num_reqs];
+  int rows = i ? set->execs[i - 1].rows : 0;
+  pthread_mutex_unlock(&set->mu);
+  return rows;
+}

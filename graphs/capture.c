@@ -1,0 +1,219 @@
+/* Warm-up, stream capture, instantiate and upload of one bucket. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graphs/graphs_internal.h"
+
+double gx_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *mode_name(const gx_exec *e) {
+  if (e->draft) return "draft";
+  return e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode";
+}
+
+static void fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
+                      cgrt_batch_desc *d) {
+  memset(d, 0, sizeof(*d));
+  d->mode = e->mode;
+  d->block_len = gx_rows_per_req(set, e->mode);
+  d->num_reqs = e->reqs;
+  d->rows = e->rows;
+  d->padded_reqs = e->reqs;
+  d->padded_rows = e->rows;
+  d->buffers = addr;
+  d->num_buffers = set->nbuf;
+}
+
+static CUdeviceptr meta_addr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
+
+/* Launches cgrt_graph_meta_prepare for a batch (num_reqs real requests of padded_rows). */
+static cgrt_status launch_prepare(cgrt_graphs *set, CUstream s, int num_reqs, int padded_rows,
+                                  int block_len, const CUdeviceptr *addr) {
+  const cgrt_graph_meta *m = &set->o.meta;
+  int a_reqs = num_reqs, a_rows = padded_rows, a_k = block_len, a_bs = m->block_size,
+      a_mb = m->max_blocks_per_seq;
+  CUdeviceptr p[6] = {meta_addr(addr, m->req_seq_lens), meta_addr(addr, m->req_positions),
+                      meta_addr(addr, m->block_table),  meta_addr(addr, m->seq_lens),
+                      meta_addr(addr, m->positions),    meta_addr(addr, m->slot_mapping)};
+  void *args[11] = {&a_reqs, &a_rows, &a_k, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5]};
+  unsigned grid = (unsigned)((padded_rows + 255) / 256);
+  if (grid == 0) grid = 1;
+  return CGRT__CU(set->drv, cuLaunchKernel,
+                  (set->f_prepare, grid, 1, 1, 256, 1, 1, 0, s, args, NULL), CGRT_ERROR_DRIVER,
+                  "graph set: launching the metadata kernel");
+}
+
+/* Launches cgrt_graph_meta_advance (draft loops). */
+static cgrt_status launch_advance(cgrt_graphs *set, CUstream s, int num_reqs, int padded_rows,
+                                  const CUdeviceptr *addr) {
+  const cgrt_graph_meta *m = &set->o.meta;
+  int a_reqs = num_reqs, a_rows = padded_rows, a_max = set->o.max_model_len, a_bs = m->block_size,
+      a_mb = m->max_blocks_per_seq;
+  CUdeviceptr p[4] = {meta_addr(addr, m->block_table), meta_addr(addr, m->seq_lens),
+                      meta_addr(addr, m->positions), meta_addr(addr, m->slot_mapping)};
+  void *args[9] = {&a_reqs, &a_rows, &a_max, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3]};
+  unsigned grid = (unsigned)((padded_rows + 255) / 256);
+  if (grid == 0) grid = 1;
+  return CGRT__CU(set->drv, cuLaunchKernel,
+                  (set->f_advance, grid, 1, 1, 256, 1, 1, 0, s, args, NULL), CGRT_ERROR_DRIVER,
+                  "graph set: launching the metadata advance kernel");
+}
+
+static cgrt_status call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
+  cgrt_status st = set->o.enqueue(set->o.user, s, d);
+  if (st != CGRT_SUCCESS) {
+    const char *msg = cgrt_last_error();
+    return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s%s%s",
+                      cgrt_status_name(st), msg && msg[0] ? ": " : "", msg ? msg : "");
+  }
+  return CGRT_SUCCESS;
+}
+
+/* One step (or a draft loop) launched on s: metadata kernels and the host's callback. */
+static cgrt_status enqueue_body(cgrt_graphs *set, CUstream s, const gx_exec *e,
+                                const cgrt_batch_desc *d0, int meta_reqs,
+                                const CUdeviceptr *addr) {
+  cgrt_status st;
+  if (set->o.meta.enabled) {
+    st = launch_prepare(set, s, meta_reqs, d0->padded_rows, d0->block_len, addr);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  st = call_enqueue(set, s, d0);
+  if (st != CGRT_SUCCESS || e == NULL || !e->draft) return st;
+  cgrt_batch_desc d = *d0;
+  for (int i = 1; i < set->o.draft_steps; i++) {
+    st = launch_advance(set, s, meta_reqs, d.padded_rows, addr);
+    if (st != CGRT_SUCCESS) return st;
+    d.draft_step = i;
+    st = call_enqueue(set, s, &d);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  return CGRT_SUCCESS;
+}
+
+cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
+                         const CUdeviceptr *addr) {
+  return enqueue_body(set, stream, NULL, d, meta_reqs, addr);
+}
+
+cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out) {
+  *out = NULL;
+  cgrt_batch_desc d;
+  fill_desc(set, e, set->current, &d);
+  d.capturing = 1;
+  CUstream s = set->cap_stream;
+  cgrt__runtime_capture_begin(set->rt);
+  CUresult r = set->drv->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS) {
+    cgrt__runtime_capture_end(set->rt);
+    return cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamBeginCapture", "capturing a bucket");
+  }
+  /* Metadata nodes are captured with num_reqs 0 (all rows inert); steps patch it. */
+  cgrt_status st = enqueue_body(set, s, e, &d, 0, set->current);
+  CUgraph g = NULL;
+  r = set->drv->cuStreamEndCapture(s, &g); /* always end: the stream must stay usable */
+  if (r != CUDA_SUCCESS) {
+    /* If the end itself failed the stream may still be capturing: end it again. */
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (set->drv->cuStreamIsCapturing(s, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      CUgraph g2 = NULL;
+      if (set->drv->cuStreamEndCapture(s, &g2) == CUDA_SUCCESS && g2 != NULL) set->drv->cuGraphDestroy(g2);
+    }
+  }
+  cgrt__runtime_capture_end(set->rt);
+  if (st != CGRT_SUCCESS || r != CUDA_SUCCESS || g == NULL) {
+    if (g != NULL) set->drv->cuGraphDestroy(g);
+    if (st == CGRT_SUCCESS) {
+      if (r == CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+      cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamEndCapture", "ending the capture");
+    }
+    /* A capture-time driver error may have left a sticky stream state on some drivers;
+     * the emulation and the real driver both leave the stream usable after EndCapture. */
+    cgrt__error_prefix("capture of %s bucket %d rows failed", mode_name(e), e->rows);
+    return CGRT_ERROR_CAPTURE_FAILED;
+  }
+  *out = g;
+  return CGRT_SUCCESS;
+}
+
+void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
+  gx_index_free(e);
+  if (e->exec != NULL) set->drv->cuGraphExecDestroy(e->exec);
+  if (e->graph != NULL) set->drv->cuGraphDestroy(e->graph);
+  e->exec = NULL;
+  e->graph = NULL;
+  e->captured = 0;
+  e->nodes = 0;
+}
+
+cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
+  const cgrt__driver *drv = set->drv;
+  cgrt_status st;
+  gx_exec_release(set, e);
+  if (warmup > 0) {
+    cgrt_batch_desc d;
+    fill_desc(set, e, set->current, &d);
+    for (int w = 0; w < warmup; w++) {
+      st = enqueue_body(set, set->cap_stream, e, &d, 0, set->current);
+      if (st != CGRT_SUCCESS) {
+        cgrt__error_prefix("warm-up of %s bucket %d rows", mode_name(e), e->rows);
+        return CGRT_ERROR_CAPTURE_FAILED;
+      }
+    }
+    st = CGRT__CU(drv, cuStreamSynchronize, (set->cap_stream), CGRT_ERROR_CAPTURE_FAILED,
+                  "warm-up before capture");
+    if (st != CGRT_SUCCESS) return st;
+  }
+  size_t free0 = 0, free1 = 0, total = 0;
+  if (drv->cuMemGetInfo(&free0, &total) != CUDA_SUCCESS) free0 = 0;
+  double t0 = gx_now();
+  CUgraph g = NULL;
+  st = gx_capture_graph(set, e, &g);
+  if (st != CGRT_SUCCESS) return st;
+  double t1 = gx_now();
+  CUgraphExec x = NULL;
+  CUresult r = drv->cuGraphInstantiateWithFlags(&x, g, 0);
+  if (r == CUDA_SUCCESS) {
+    r = drv->cuGraphUpload(x, set->cap_stream);
+    if (r == CUDA_SUCCESS) r = drv->cuStreamSynchronize(set->cap_stream);
+    if (r != CUDA_SUCCESS) {
+      drv->cuGraphExecDestroy(x);
+      x = NULL;
+    }
+  }
+  if (r != CUDA_SUCCESS) {
+    drv->cuGraphDestroy(g);
+    cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuGraphInstantiateWithFlags/cuGraphUpload",
+                  "instantiating a bucket");
+    cgrt__error_prefix("%s bucket %d rows", mode_name(e), e->rows);
+    return CGRT_ERROR_CAPTURE_FAILED;
+  }
+  double t2 = gx_now();
+  e->graph = g;
+  e->exec = x;
+  st = gx_index_build(set, e);
+  if (st != CGRT_SUCCESS) {
+    gx_exec_release(set, e);
+    cgrt__error_prefix("indexing %s bucket %d rows", mode_name(e), e->rows);
+    return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
+  }
+  if (drv->cuMemGetInfo(&free1, &total) != CUDA_SUCCESS) free1 = free0;
+  e->capture_s = t1 - t0;
+  e->instantiate_s = t2 - t1;
+  e->memory_bytes = free0 > free1 ? free0 - free1 : 0;
+  e->captured = 1;
+  e->replays = 0;
+  cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %s bucket %d rows: %zu nodes, %zu patch sites, "
+            "capture %.3f ms, instantiate %.3f ms, %zu bytes",
+            mode_name(e), e->rows, e->nodes, e->nsites, 1e3 * e->capture_s,
+            1e3 * e->instantiate_s, e->memory_bytes);
+  return CGRT_SUCCESS;
+}

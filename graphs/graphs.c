@@ -1,0 +1,341 @@
+/* Graph set lifetime: options, create/destroy, capture of all buckets, queries. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdlib.h>
+#include <string.h>
+
+#include "graphs/graphs_internal.h"
+
+void cgrt_graphs_options_init(cgrt_graphs_options *o) {
+  if (o == NULL) return;
+  memset(o, 0, sizeof(*o));
+  o->size = sizeof(*o);
+  o->dcp_world_size = 1;
+  o->enable_decode = 1;
+  o->warmup_runs = 1;
+  o->replay_mode = CGRT_REPLAY_POINTER_UPDATE;
+  o->meta.req_seq_lens = o->meta.req_positions = o->meta.block_table = -1;
+  o->meta.seq_lens = o->meta.positions = o->meta.slot_mapping = -1;
+}
+
+static int live_set(const cgrt_graphs *set) { return set != NULL && set->magic == GX_MAGIC; }
+
+static cgrt_status check_meta_buffer(const cgrt_graphs_options *o, int id, size_t need,
+                                     const char *role) {
+  if (id < 0 || (size_t)id >= o->num_buffers)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: meta.%s: buffer id %d is not registered",
+                      role, id);
+  if (o->buffers[id].bytes < need)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: meta.%s ('%s') holds %zu bytes, the largest bucket needs %zu",
+                      role, o->buffers[id].name ? o->buffers[id].name : "?", o->buffers[id].bytes, need);
+  return CGRT_SUCCESS;
+}
+
+static cgrt_status validate(const cgrt_graphs_options *o) {
+  if (o->max_num_seqs < 1 || o->max_num_seqs > CGRT_GRAPHS_MAX_ROWS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: max_num_seqs %d out of [1, %d]",
+                      o->max_num_seqs, CGRT_GRAPHS_MAX_ROWS);
+  if (o->max_model_len < 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: max_model_len %d", o->max_model_len);
+  if (o->enqueue == NULL)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: enqueue callback is NULL");
+  if (o->block_len == 1 || o->block_len < 0 || (long)o->block_len * o->max_num_seqs > CGRT_GRAPHS_MAX_ROWS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: block_len %d (0 = none, or >= 2)",
+                      o->block_len);
+  if (!o->enable_decode && o->block_len < 2)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: neither mode is enabled");
+  if (o->dcp_world_size < 1 || o->warmup_runs < 0 || o->draft_steps < 0 || o->draft_steps == 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: dcp_world_size %d, warmup_runs %d, draft_steps %d",
+                      o->dcp_world_size, o->warmup_runs, o->draft_steps);
+  if ((int)o->replay_mode < 0 || (int)o->replay_mode > CGRT_REPLAY_EXEC_UPDATE)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: replay_mode %d", (int)o->replay_mode);
+  if (o->num_buffers > CGRT_GRAPHS_MAX_BUFFERS || (o->num_buffers > 0 && o->buffers == NULL))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: %zu buffers (max %d)",
+                      o->num_buffers, CGRT_GRAPHS_MAX_BUFFERS);
+  for (size_t i = 0; i < o->num_buffers; i++) {
+    const cgrt_buffer_desc *b = &o->buffers[i];
+    if (b->ptr == 0 || b->bytes == 0 || (int)b->dir < 1 || (int)b->dir > 3)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                        "cgrt_graphs_create: buffer %zu ('%s'): null address, zero size or bad direction",
+                        i, b->name ? b->name : "?");
+    for (size_t j = 0; j < i; j++) {
+      const cgrt_buffer_desc *c = &o->buffers[j];
+      if (b->ptr < c->ptr + c->bytes && c->ptr < b->ptr + b->bytes)
+        return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: buffers %zu and %zu overlap", j, i);
+    }
+  }
+  if (o->draft_steps >= 2 && !o->meta.enabled)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: draft loops need meta.enabled");
+  if (o->meta.enabled) {
+    const cgrt_graph_meta *m = &o->meta;
+    size_t rows = (size_t)o->max_num_seqs * (size_t)(o->block_len > 1 ? o->block_len : 1);
+    size_t reqs = (size_t)o->max_num_seqs;
+    if (m->block_size < 1 || m->max_blocks_per_seq < 1)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: meta.block_size %d, max_blocks_per_seq %d",
+                        m->block_size, m->max_blocks_per_seq);
+    cgrt_status st;
+    if ((st = check_meta_buffer(o, m->req_seq_lens, reqs * 4, "req_seq_lens")) ||
+        (st = check_meta_buffer(o, m->req_positions, reqs * 8, "req_positions")) ||
+        (st = check_meta_buffer(o, m->block_table, reqs * (size_t)m->max_blocks_per_seq * 4, "block_table")) ||
+        (st = check_meta_buffer(o, m->seq_lens, rows * 4, "seq_lens")) ||
+        (st = check_meta_buffer(o, m->positions, rows * 8, "positions")) ||
+        (st = check_meta_buffer(o, m->slot_mapping, rows * 8, "slot_mapping")))
+      return st;
+  }
+  return CGRT_SUCCESS;
+}
+
+static void destroy_child(void *obj) { cgrt_graphs_destroy((cgrt_graphs *)obj); }
+
+cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *options,
+                               cgrt_graphs **out) {
+  if (out == NULL) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: out is NULL");
+  *out = NULL;
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_graphs_create");
+  if (st != CGRT_SUCCESS) return st;
+  if (options == NULL || options->size < sizeof(cgrt_graphs_options))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: options NULL or size %zu < %zu",
+                      options ? options->size : 0, sizeof(cgrt_graphs_options));
+  st = validate(options);
+  if (st != CGRT_SUCCESS) return st;
+
+  cgrt_graphs *set = (cgrt_graphs *)calloc(1, sizeof(cgrt_graphs));
+  if (set == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
+  set->rt = rt;
+  set->drv = rt->drv;
+  set->o = *options;
+  set->o.capture_sizes = NULL;
+  set->o.buffers = NULL;
+  pthread_mutex_init(&set->mu, NULL);
+  set->magic = GX_MAGIC;
+  size_t nb = options->num_buffers;
+  set->nbuf = nb;
+  set->bufs = (cgrt_buffer_desc *)calloc(nb ? nb : 1, sizeof(cgrt_buffer_desc));
+  set->current = (CUdeviceptr *)calloc(nb ? nb : 1, sizeof(CUdeviceptr));
+  set->cur_bytes = (size_t *)calloc(nb ? nb : 1, sizeof(size_t));
+  set->step_addr = (CUdeviceptr *)calloc(nb ? nb : 1, sizeof(CUdeviceptr));
+  set->copy_bind = (const cgrt_binding **)calloc(nb ? nb : 1, sizeof(cgrt_binding *));
+  set->rt_cap = 256;
+  set->rt_ranges = (cgrt__alloc_range *)calloc(set->rt_cap, sizeof(cgrt__alloc_range));
+  int *sizes = NULL;
+  if (options->capture_sizes != NULL && options->num_capture_sizes > 0) {
+    sizes = (int *)malloc(options->num_capture_sizes * sizeof(int));
+    if (sizes) memcpy(sizes, options->capture_sizes, options->num_capture_sizes * sizeof(int));
+  }
+  if (!set->bufs || !set->current || !set->cur_bytes || !set->step_addr || !set->copy_bind ||
+      !set->rt_ranges || (options->capture_sizes && options->num_capture_sizes && !sizes)) {
+    free(sizes);
+    cgrt_graphs_destroy(set);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
+  }
+  set->o.capture_sizes = sizes;
+  for (size_t i = 0; i < nb; i++) {
+    set->bufs[i] = options->buffers[i];
+    set->bufs[i].name = strdup(options->buffers[i].name ? options->buffers[i].name : "");
+    set->current[i] = options->buffers[i].ptr;
+    set->cur_bytes[i] = options->buffers[i].bytes;
+    if (set->bufs[i].name == NULL) {
+      cgrt_graphs_destroy(set);
+      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
+    }
+  }
+  if (set->o.meta.enabled) {
+    st = cgrt__runtime_function(rt, "cgrt_graph_meta_prepare", &set->f_prepare);
+    if (st == CGRT_SUCCESS) st = cgrt__runtime_function(rt, "cgrt_graph_meta_advance", &set->f_advance);
+    if (st != CGRT_SUCCESS) {
+      cgrt_graphs_destroy(set);
+      return st;
+    }
+  }
+  st = CGRT__CU(set->drv, cuStreamCreate, (&set->cap_stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER,
+                "cgrt_graphs_create: capture stream");
+  if (st == CGRT_SUCCESS && options->stream == NULL)
+    st = CGRT__CU(set->drv, cuStreamCreate, (&set->own_stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER,
+                  "cgrt_graphs_create: replay stream");
+  if (st == CGRT_SUCCESS) {
+    set->stream = options->stream ? options->stream : set->own_stream;
+    st = gx_buckets_build(set);
+  }
+  if (st != CGRT_SUCCESS) {
+    cgrt_graphs_destroy(set);
+    return st;
+  }
+  set->child.destroy = destroy_child;
+  set->child.obj = set;
+  set->child.kind = "graph set";
+  cgrt__runtime_attach(rt, &set->child);
+  set->attached = 1;
+  *out = set;
+  return CGRT_SUCCESS;
+}
+
+cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
+  if (set == NULL) return CGRT_SUCCESS;
+  if (set->magic != GX_MAGIC)
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_destroy: not a live graph set");
+  if (cgrt__runtime_is_live(set->rt)) {
+    set->drv->cuCtxSetCurrent(set->rt->ctx);
+    if (set->stream) set->drv->cuStreamSynchronize(set->stream);
+    for (size_t i = 0; i < set->nexec; i++) gx_exec_release(set, &set->execs[i]);
+    if (set->cap_stream) set->drv->cuStreamDestroy(set->cap_stream);
+    if (set->own_stream) set->drv->cuStreamDestroy(set->own_stream);
+  } else {
+    for (size_t i = 0; i < set->nexec; i++) gx_index_free(&set->execs[i]);
+  }
+  if (set->attached) cgrt__runtime_detach(set->rt, &set->child);
+  set->magic = 0;
+  for (size_t i = 0; i < set->nbuf; i++) free((void *)set->bufs[i].name);
+  for (size_t i = 0; i < set->nranges; i++) free((void *)set->ranges[i].what);
+  free(set->ranges);
+  free(set->bufs);
+  free(set->current);
+  free(set->cur_bytes);
+  free(set->step_addr);
+  free(set->copy_bind);
+  free(set->rt_ranges);
+  free(set->execs);
+  for (int m = 0; m < 3; m++) free(set->lut[m]);
+  free((void *)set->o.capture_sizes);
+  pthread_mutex_destroy(&set->mu);
+  free(set);
+  return CGRT_SUCCESS;
+}
+
+static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
+  cgrt_status first = CGRT_SUCCESS;
+  char first_msg[1024] = "";
+  size_t ok = 0, failed = 0;
+  double t0 = gx_now();
+  for (size_t i = 0; i < set->nexec; i++) {
+    gx_exec *e = &set->execs[i];
+    if (only != NULL ? e != only : e->captured) continue;
+    cgrt_status st = gx_capture_exec(set, e, set->o.warmup_runs);
+    if (st == CGRT_SUCCESS) {
+      ok++;
+      continue;
+    }
+    failed++;
+    cgrt__log(CGRT_LOG_WARN, "cgrt graphs: %s", cgrt_last_error());
+    if (first == CGRT_SUCCESS) {
+      first = st;
+      strncpy(first_msg, cgrt_last_error(), sizeof(first_msg) - 1);
+    }
+  }
+  gx_lut_build(set);
+  cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %zu graphs (%zu failed) in %.3f s", ok, failed,
+            gx_now() - t0);
+  if (first != CGRT_SUCCESS) {
+    if (first != CGRT_ERROR_OUT_OF_MEMORY) first = CGRT_ERROR_CAPTURE_FAILED;
+    return cgrt__fail(first, "%s%s", first_msg,
+                      failed > 1 ? " (and more buckets failed; see the log)" : "");
+  }
+  return CGRT_SUCCESS;
+}
+
+cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
+  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_capture: not a live graph set");
+  cgrt_status st = cgrt__runtime_enter(set->rt, "cgrt_graphs_capture");
+  if (st != CGRT_SUCCESS) return st;
+  pthread_mutex_lock(&set->mu);
+  st = capture_locked(set, NULL);
+  pthread_mutex_unlock(&set->mu);
+  return st;
+}
+
+cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows) {
+  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_recapture: not a live graph set");
+  cgrt_status st = cgrt__runtime_enter(set->rt, "cgrt_graphs_recapture");
+  if (st != CGRT_SUCCESS) return st;
+  pthread_mutex_lock(&set->mu);
+  gx_exec *best = NULL;
+  for (size_t i = 0; i < set->nexec; i++) {
+    gx_exec *e = &set->execs[i];
+    if (e->draft || e->mode != mode || e->rows < rows) continue;
+    if (best == NULL || e->rows < best->rows) best = e;
+  }
+  if (best == NULL)
+    st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_recapture: no bucket holds %d rows", rows);
+  else
+    st = capture_locked(set, best);
+  pthread_mutex_unlock(&set->mu);
+  return st;
+}
+
+cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count) {
+  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_set_ranges: not a live graph set");
+  if (count > 0 && ranges == NULL)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_set_ranges: ranges is NULL");
+  cgrt_range *copy = (cgrt_range *)calloc(count ? count : 1, sizeof(cgrt_range));
+  if (copy == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
+  for (size_t i = 0; i < count; i++) {
+    copy[i] = ranges[i];
+    copy[i].what = strdup(ranges[i].what ? ranges[i].what : "");
+    if (copy[i].what == NULL) {
+      for (size_t j = 0; j < i; j++) free((void *)copy[j].what);
+      free(copy);
+      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
+    }
+  }
+  pthread_mutex_lock(&set->mu);
+  cgrt_range *old = set->ranges;
+  size_t nold = set->nranges;
+  set->ranges = copy;
+  set->nranges = count;
+  pthread_mutex_unlock(&set->mu);
+  for (size_t i = 0; i < nold; i++) free((void *)old[i].what);
+  free(old);
+  return CGRT_SUCCESS;
+}
+
+CUstream cgrt_graphs_stream(cgrt_graphs *set) { return live_set(set) ? set->stream : NULL; }
+
+cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
+  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_get_stats: not a live graph set");
+  if (stats == NULL || stats->size < sizeof(cgrt_graphs_stats))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_get_stats: stats NULL or size too small");
+  pthread_mutex_lock(&set->mu);
+  cgrt_graphs_stats s = set->st;
+  s.size = sizeof(s);
+  s.buckets = 0;
+  s.nodes = 0;
+  s.capture_seconds = 0;
+  s.graph_memory_bytes = 0;
+  for (size_t i = 0; i < set->nexec; i++) {
+    const gx_exec *e = &set->execs[i];
+    if (!e->captured) continue;
+    s.buckets++;
+    s.nodes += e->nodes;
+    s.capture_seconds += e->capture_s + e->instantiate_s;
+    s.graph_memory_bytes += e->memory_bytes;
+  }
+  pthread_mutex_unlock(&set->mu);
+  *stats = s;
+  return CGRT_SUCCESS;
+}
+
+size_t cgrt_graphs_bucket_count(cgrt_graphs *set) { return live_set(set) ? set->nexec : 0; }
+
+cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_info *info) {
+  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_get_bucket: not a live graph set");
+  if (info == NULL || info->size < sizeof(cgrt_bucket_info) || index >= set->nexec)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_get_bucket: index %zu of %zu", index, set->nexec);
+  pthread_mutex_lock(&set->mu);
+  const gx_exec *e = &set->execs[index];
+  memset(info, 0, sizeof(*info));
+  info->size = sizeof(*info);
+  info->mode = e->mode;
+  info->draft = e->draft;
+  info->rows = e->rows;
+  info->captured = e->captured;
+  info->nodes = e->nodes;
+  info->patch_sites = e->nsites;
+  info->capture_seconds = e->capture_s;
+  info->instantiate_seconds = e->instantiate_s;
+  info->memory_bytes = e->memory_bytes;
+  info->replays = e->replays;
+  pthread_mutex_unlock(&set->mu);
+  return CGRT_SUCCESS;
+}

@@ -1,0 +1,160 @@
+/* Internal state of a graph set (graphs/). Not installed. */
+#ifndef CGRT_GRAPHS_INTERNAL_H
+#define CGRT_GRAPHS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cgrt/cgrt_graphs.h"
+#include "runtime/runtime_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GX_MAGIC 0x63677274677261ull /* "cgrtgra" */
+
+/* Kinds of an indexed pointer site. */
+enum { GX_SITE_KPARAM = 0, GX_SITE_MEMCPY_SRC = 1, GX_SITE_MEMCPY_DST = 2, GX_SITE_MEMSET_DST = 3 };
+
+/* Classification of an 8-byte kernel parameter or a node pointer at index time. */
+enum {
+  GX_PTR_NONE = 0,     /* not a pointer */
+  GX_PTR_BUFFER = 1,   /* inside a registered buffer: patched when it moves */
+  GX_PTR_KNOWN = 2,    /* inside a runtime allocation or a host-declared range */
+  GX_PTR_UNKNOWN = 3   /* looks like a device pointer, inside nothing known */
+};
+
+/* A place in an executable graph that points into a registered buffer. */
+typedef struct gx_site {
+  uint32_t node;    /* index into knodes (kernel params) or mnodes (memcpy/memset) */
+  uint16_t kind;    /* GX_SITE_* */
+  uint16_t param;   /* kernel parameter index */
+  uint64_t delta;   /* value - buffer address at capture */
+} gx_site;
+
+/* A kernel node with its own copy of its parameters (patched in place). */
+typedef struct gx_knode {
+  CUgraphNode node;
+  CUDA_KERNEL_NODE_PARAMS p; /* p.kernelParams == argv */
+  void **argv;
+  unsigned char *args;       /* packed parameter storage */
+  uint32_t nparams;
+  uint32_t *offsets;
+  uint32_t *sizes;
+  uint8_t *ptrkind;          /* GX_PTR_* per parameter */
+  int32_t *ptrbuf;           /* buffer id for GX_PTR_BUFFER, else -1 */
+  const char *name;          /* kernel name (driver-owned) or NULL */
+  int dirty;
+} gx_knode;
+
+/* A memcpy or memset node. */
+typedef struct gx_mnode {
+  CUgraphNode node;
+  int is_memset;
+  CUDA_MEMCPY3D cp;
+  CUDA_MEMSET_NODE_PARAMS ms;
+  uint8_t src_kind, dst_kind; /* GX_PTR_* */
+  int dirty;
+} gx_mnode;
+
+/* One bucket: a captured graph, its executable and its parameter index. */
+typedef struct gx_exec {
+  cgrt_graph_mode mode;
+  int draft;          /* 1 for a draft-loop graph */
+  int rows, reqs;     /* bucket size */
+  int captured;
+  CUgraph graph;
+  CUgraphExec exec;
+  size_t nodes;
+  gx_knode *knodes;
+  size_t nk;
+  gx_mnode *mnodes;
+  size_t nm;
+  uint32_t *site_start; /* [num_buffers + 1]: sites of buffer b are sites[site_start[b]..] */
+  gx_site *sites;
+  size_t nsites;
+  CUdeviceptr *applied; /* [num_buffers]: addresses the executable uses now */
+  uint64_t synced_gen;  /* set->gen when applied[] last caught up with set->current */
+  uint32_t *dirty_k;    /* [nk] scratch list of dirty kernel nodes */
+  uint32_t *dirty_m;    /* [nm] */
+  uint32_t *meta_k;     /* kernel nodes of cgrt's metadata kernels (param 0 = num_reqs) */
+  size_t nmeta;
+  int last_reqs;        /* num_reqs the metadata nodes hold now */
+  double capture_s, instantiate_s;
+  size_t memory_bytes;
+  uint64_t replays;
+} gx_exec;
+
+struct cgrt_graphs {
+  uint64_t magic;
+  cgrt_runtime *rt;
+  const cgrt__driver *drv;
+  cgrt_graphs_options o;
+  pthread_mutex_t mu;
+  CUstream cap_stream, own_stream, stream;
+
+  size_t nbuf;
+  cgrt_buffer_desc *bufs; /* names owned */
+  CUdeviceptr *current;   /* current address of each buffer */
+  uint64_t gen;           /* bumped whenever a binding moves a buffer */
+  size_t *cur_bytes;
+  CUdeviceptr *step_addr; /* scratch: addresses seen by an eager step */
+  const cgrt_binding **copy_bind; /* scratch: copy-in bindings of this step, by buffer */
+
+  gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */
+  size_t nexec;
+  uint32_t *lut[3]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 2 = draft */
+
+  CUfunction f_prepare, f_advance;
+
+  cgrt_range *ranges; /* host-declared, names owned */
+  size_t nranges;
+  cgrt__alloc_range *rt_ranges; /* scratch for checked replay */
+  size_t rt_cap;
+
+  int dcp_logged;
+  cgrt_graphs_stats st;
+  cgrt__child child; /* attached to the runtime: destroyed with it */
+  int attached;
+};
+
+/* buckets.c */
+cgrt_status gx_buckets_build(cgrt_graphs *set);
+void gx_lut_build(cgrt_graphs *set);
+int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
+
+/* capture.c */
+cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
+cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out);
+cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
+                         const CUdeviceptr *addr);
+void gx_exec_release(cgrt_graphs *set, gx_exec *e);
+double gx_now(void);
+
+/* param_index.c */
+cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e);
+void gx_index_free(gx_exec *e);
+int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr v);
+/* Writes the new addresses of moved buffers into the stored parameters; marks nodes dirty
+ * (returns how many sites changed). */
+size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk,
+                      size_t *ndm);
+/* Sets param 0 (num_reqs) of the metadata nodes; marks them dirty. */
+void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk);
+/* Issues the node updates for dirty nodes (and clears them). */
+cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm);
+/* Clears dirty marks without issuing updates (after cuGraphExecUpdate). */
+void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm);
+
+/* checked.c */
+cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e);
+cgrt_status gx_check_after(cgrt_graphs *set);
+
+/* replay.c */
+cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,313 @@
+/* The step: dispatch, bindings, padding, patch, launch (and the eager fallback). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <string.h>
+
+#include "graphs/graphs_internal.h"
+
+/* After a failed node update the executable's state is unknown: force a full re-patch. */
+static void poison_applied(cgrt_graphs *set, gx_exec *e) {
+  for (size_t b = 0; b < set->nbuf; b++) e->applied[b] = ~(CUdeviceptr)0;
+  e->last_reqs = -1;
+  e->synced_gen = ~(uint64_t)0;
+}
+
+static int buffers_moved(const cgrt_graphs *set, const gx_exec *e) {
+  for (size_t b = 0; b < set->nbuf; b++)
+    if (e->applied[b] != set->current[b] && e->site_start[b + 1] > e->site_start[b]) return 1;
+  return 0;
+}
+
+/* Whole-graph update: re-capture with the current addresses, cuGraphExecUpdate, and
+ * re-instantiate when the update is refused (topology or node kind changed). */
+static cgrt_status exec_update(cgrt_graphs *set, gx_exec *e) {
+  const cgrt__driver *drv = set->drv;
+  CUgraph g = NULL;
+  cgrt_status st = gx_capture_graph(set, e, &g);
+  if (st != CGRT_SUCCESS) return st;
+  CUgraphExecUpdateResultInfo info;
+  memset(&info, 0, sizeof(info));
+  CUresult r = drv->cuGraphExecUpdate(e->exec, g, &info);
+  if (r == CUDA_SUCCESS) {
+    /* Bring the stored copies in line with what the executable now holds. */
+    size_t ndk = 0, ndm = 0;
+    gx_index_apply(set, e, set->current, &ndk, &ndm);
+    gx_index_clear(e, ndk, ndm);
+    if (e->nmeta > 0) {
+      ndk = 0;
+      gx_index_set_reqs(e, 0, &ndk); /* the new graph holds num_reqs 0 */
+      gx_index_clear(e, ndk, 0);
+    }
+    drv->cuGraphDestroy(g);
+    set->st.exec_updates++;
+    return CGRT_SUCCESS;
+  }
+  cgrt__log(CGRT_LOG_DEBUG, "cgrt graphs: cuGraphExecUpdate refused (%s, result %d); re-instantiating",
+            cgrt__curesult_name(r), (int)info.result);
+  CUgraphExec x = NULL;
+  r = drv->cuGraphInstantiateWithFlags(&x, g, 0);
+  if (r == CUDA_SUCCESS) r = drv->cuGraphUpload(x, set->stream);
+  if (r != CUDA_SUCCESS) {
+    if (x != NULL) drv->cuGraphExecDestroy(x);
+    drv->cuGraphDestroy(g);
+    poison_applied(set, e);
+    return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphInstantiateWithFlags",
+                         "re-instantiating after a refused cuGraphExecUpdate");
+  }
+  gx_index_free(e);
+  drv->cuGraphExecDestroy(e->exec);
+  drv->cuGraphDestroy(e->graph);
+  e->exec = x;
+  e->graph = g;
+  st = gx_index_build(set, e);
+  if (st != CGRT_SUCCESS) {
+    gx_exec_release(set, e);
+    gx_lut_build(set);
+    return st;
+  }
+  set->st.reinstantiations++;
+  return CGRT_SUCCESS;
+}
+
+static cgrt_status copy_bindings(cgrt_graphs *set, int out) {
+  const cgrt__driver *drv = set->drv;
+  for (size_t b = 0; b < set->nbuf; b++) {
+    const cgrt_binding *bd = set->copy_bind[b];
+    if (bd == NULL) continue;
+    int dir = (int)set->bufs[b].dir;
+    if (!(dir & (out ? CGRT_BUFFER_OUT : CGRT_BUFFER_IN))) continue;
+    size_t n = bd->bytes ? bd->bytes : set->bufs[b].bytes;
+    CUresult r = out ? drv->cuMemcpyDtoDAsync(bd->ptr, set->current[b], n, set->stream)
+                     : drv->cuMemcpyDtoDAsync(set->current[b], bd->ptr, n, set->stream);
+    if (r != CUDA_SUCCESS)
+      return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuMemcpyDtoDAsync",
+                           out ? "copy-out replay" : "copy-in replay");
+    set->st.copies++;
+  }
+  return CGRT_SUCCESS;
+}
+
+/* Patches e for the current addresses and num_reqs, then launches it (lock held). */
+cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out) {
+  cgrt_status st;
+  size_t ndk = 0, ndm = 0;
+  int moved = 0;
+  switch (set->o.replay_mode) {
+    case CGRT_REPLAY_POINTER_UPDATE:
+      if (e->synced_gen != set->gen) { /* O(1) when nothing moved since this bucket's last step */
+        moved = gx_index_apply(set, e, set->current, &ndk, &ndm) > 0;
+        e->synced_gen = set->gen;
+      }
+      break;
+    case CGRT_REPLAY_EXEC_UPDATE:
+      if (buffers_moved(set, e)) {
+        moved = 1;
+        st = exec_update(set, e);
+        if (st != CGRT_SUCCESS) return st;
+      }
+      break;
+    default:
+      break;
+  }
+  if (e->nmeta > 0 && e->last_reqs != num_reqs) gx_index_set_reqs(e, num_reqs, &ndk);
+  if (ndk + ndm > 0) {
+    st = gx_index_flush(set, e, ndk, ndm);
+    if (st != CGRT_SUCCESS) {
+      poison_applied(set, e);
+      return st;
+    }
+  }
+  if (set->o.checked_replay) {
+    st = gx_check_pointers(set, e);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {
+    st = copy_bindings(set, 0);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  CUresult r = set->drv->cuGraphLaunch(e->exec, set->stream);
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphLaunch", "replaying a bucket");
+  e->replays++;
+  set->st.replays++;
+  if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {
+    st = copy_bindings(set, 1);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  if (set->o.checked_replay) {
+    st = gx_check_after(set);
+    if (st != CGRT_SUCCESS) return st;
+  }
+  *moved_out = moved;
+  return CGRT_SUCCESS;
+}
+
+/* Applies bindings (lock held). Pointer/exec update: current addresses change for good.
+ * Copy-in: remembered for this step only. */
+static cgrt_status apply_bindings(cgrt_graphs *set, const cgrt_binding *bindings, size_t n,
+                                  int *moved) {
+  for (size_t i = 0; i < n; i++) {
+    const cgrt_binding *bd = &bindings[i];
+    if (bd->buffer < 0 || (size_t)bd->buffer >= set->nbuf || bd->ptr == 0)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_step: binding %zu: bad buffer id %d or null address",
+                        i, bd->buffer);
+    size_t reg = set->bufs[bd->buffer].bytes;
+    if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {
+      if (bd->bytes > reg)
+        return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                          "cgrt_graphs_step: binding of '%s' copies %zu bytes into a %zu-byte static buffer",
+                          set->bufs[bd->buffer].name, bd->bytes, reg);
+      set->copy_bind[bd->buffer] = bd;
+    } else {
+      if (bd->bytes != 0 && bd->bytes < reg)
+        return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                          "cgrt_graphs_step: new '%s' holds %zu bytes, the graph was captured with %zu",
+                          set->bufs[bd->buffer].name, bd->bytes, reg);
+      if (set->current[bd->buffer] != bd->ptr) {
+        *moved = 1;
+        set->gen++;
+      }
+      set->current[bd->buffer] = bd->ptr;
+    }
+  }
+  return CGRT_SUCCESS;
+}
+
+static void clear_copy(cgrt_graphs *set, const cgrt_binding *bindings, size_t n) {
+  if (set->o.replay_mode != CGRT_REPLAY_COPY_IN) return;
+  for (size_t i = 0; i < n; i++)
+    if (bindings[i].buffer >= 0 && (size_t)bindings[i].buffer < set->nbuf)
+      set->copy_bind[bindings[i].buffer] = NULL;
+}
+
+static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
+  int k = gx_rows_per_req(set, mode);
+  cgrt_batch_desc d;
+  memset(&d, 0, sizeof(d));
+  d.mode = mode;
+  d.block_len = k;
+  d.num_reqs = d.padded_reqs = num_reqs;
+  d.rows = d.padded_rows = num_reqs * k;
+  d.buffers = set->current;
+  d.num_buffers = set->nbuf;
+  cgrt_status st = CGRT_SUCCESS;
+  if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 0);
+  if (st == CGRT_SUCCESS) st = gx_run_eager(set, set->stream, &d, num_reqs, set->current);
+  if (st == CGRT_SUCCESS && set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 1);
+  return st;
+}
+
+cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
+                             const cgrt_binding *bindings, size_t num_bindings) {
+  if (set == NULL || set->magic != GX_MAGIC)
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_step: not a live graph set");
+  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || num_reqs < 1 ||
+      num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_step: mode %d, num_reqs %d (max_num_seqs %d), %zu bindings",
+                      (int)mode, num_reqs, set->o.max_num_seqs, num_bindings);
+  if ((mode == CGRT_GRAPH_DECODE && !set->o.enable_decode) ||
+      (mode == CGRT_GRAPH_BLOCK && set->o.block_len < 2))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_step: mode %s is not enabled in this set",
+                      mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+  pthread_mutex_lock(&set->mu);
+  int moved = 0;
+  cgrt_status st = apply_bindings(set, bindings, num_bindings, &moved);
+  if (st == CGRT_SUCCESS) {
+    uint32_t idx = set->lut[mode][num_reqs];
+    if (idx != 0) {
+      int patched = 0;
+      st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+    } else if (set->o.fail_past_largest) {
+      st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_step: %d %s requests exceed every captured bucket",
+                      num_reqs, mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+    } else {
+      st = run_eagerly(set, mode, num_reqs);
+      if (st == CGRT_SUCCESS) set->st.eager_fallbacks++;
+    }
+  }
+  clear_copy(set, bindings, num_bindings);
+  if (st == CGRT_SUCCESS) {
+    set->st.steps++;
+    if (moved || (set->o.replay_mode == CGRT_REPLAY_COPY_IN && num_bindings > 0)) set->st.rebinds++;
+  }
+  pthread_mutex_unlock(&set->mu);
+  return st;
+}
+
+cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
+                              size_t num_bindings) {
+  if (set == NULL || set->magic != GX_MAGIC)
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_draft: not a live graph set");
+  if (num_reqs < 1 || num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_draft: num_reqs %d (max_num_seqs %d)",
+                      num_reqs, set->o.max_num_seqs);
+  if (set->o.draft_steps < 2 || !set->o.enable_decode)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "cgrt_graphs_draft: the set has no draft loop (draft_steps %d)",
+                      set->o.draft_steps);
+  pthread_mutex_lock(&set->mu);
+  int moved = 0;
+  cgrt_status st = apply_bindings(set, bindings, num_bindings, &moved);
+  if (st != CGRT_SUCCESS) goto out;
+  if (set->o.dcp_world_size > 1) {
+    /* Rank-local lengths do not advance by one under DCP: one replay per step, the host
+     * rebuilds the metadata in between. */
+    if (!set->dcp_logged) {
+      cgrt__log(CGRT_LOG_INFO, "cgrt graphs: dcp_world_size %d: draft loop runs as %d single-step "
+                "replays with host-rebuilt metadata", set->o.dcp_world_size, set->o.draft_steps);
+      set->dcp_logged = 1;
+    }
+    if (set->o.draft_rebuild == NULL) {
+      st = cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                      "cgrt_graphs_draft: dcp_world_size %d needs options.draft_rebuild",
+                      set->o.dcp_world_size);
+      goto out;
+    }
+    uint32_t idx = set->lut[CGRT_GRAPH_DECODE][num_reqs];
+    cgrt_batch_desc d;
+    memset(&d, 0, sizeof(d));
+    d.mode = CGRT_GRAPH_DECODE;
+    d.block_len = 1;
+    d.num_reqs = d.rows = num_reqs;
+    d.padded_reqs = d.padded_rows = idx ? set->execs[idx - 1].rows : num_reqs;
+    d.buffers = set->current;
+    d.num_buffers = set->nbuf;
+    for (int i = 0; i < set->o.draft_steps && st == CGRT_SUCCESS; i++) {
+      if (i > 0) {
+        d.draft_step = i;
+        cgrt_status cb = set->o.draft_rebuild(set->o.user, set->stream, i, &d);
+        if (cb != CGRT_SUCCESS) {
+          st = cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "draft_rebuild for step %d returned %s", i,
+                          cgrt_status_name(cb));
+          break;
+        }
+      }
+      if (idx) {
+        int patched = 0;
+        st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+      } else if (set->o.fail_past_largest) {
+        st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_draft: %d requests exceed every bucket", num_reqs);
+      } else {
+        st = run_eagerly(set, CGRT_GRAPH_DECODE, num_reqs);
+        if (st == CGRT_SUCCESS) set->st.eager_fallbacks++;
+      }
+    }
+  } else {
+    uint32_t idx = set->lut[2][num_reqs];
+    if (idx == 0) {
+      st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_draft: no draft loop captured for %d requests",
+                      num_reqs);
+      goto out;
+    }
+    int patched = 0;
+    st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+  }
+  if (st == CGRT_SUCCESS) {
+    set->st.draft_loops++;
+    if (moved) set->st.rebinds++;
+  }
+out:
+  clear_copy(set, bindings, num_bindings);
+  pthread_mutex_unlock(&set->mu);
+  return st;
+}

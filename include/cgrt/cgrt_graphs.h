@@ -1,0 +1,277 @@
+/* cgrt: decode steps as CUDA graphs — capture, dispatch, pointer-updated replay.
+ *
+ * A graph set captures one decode step of a host engine into one CUDA graph per
+ * "bucket" (a padded batch size), for two modes:
+ *   - CGRT_GRAPH_DECODE: uniform single-token decode, rows = requests;
+ *   - CGRT_GRAPH_BLOCK:  non-causal multi-token blocks of length k, rows = requests * k.
+ * The host supplies an enqueue callback that launches one step for a batch descriptor on
+ * a given stream; cgrt runs it eagerly to warm up, then under stream capture (thread-local
+ * mode, largest bucket first), instantiates and uploads every graph.
+ *
+ * Each step (cgrt_graphs_step) picks the smallest bucket >= rows, makes the padding rows
+ * inert (when the set knows the metadata buffers, see cgrt_graph_meta), applies the
+ * host's new buffer addresses, and launches the graph:
+ *   - pointer-updated replay (default): at instantiate cgrt indexes every kernel-node
+ *     parameter (layout from cuFuncGetParamInfo; 8-byte values inside a registered
+ *     buffer) and every memcpy/memset node pointing into a registered buffer; a step
+ *     patches only the nodes whose buffers moved. Works for the host's own kernels too;
+ *   - copy-in replay: the graph keeps its static buffers; inputs are copied in before and
+ *     outputs copied out after the launch;
+ *   - whole-graph update: the bucket is re-captured with the new addresses and applied
+ *     with cuGraphExecUpdate, re-instantiated when the topology changed.
+ * Checked replay (off by default) verifies before launch that every pointer parameter of
+ * every node lies inside a live allocation known to cgrt, and after launch that the
+ * counters of multi-CTA kernels are back at zero. */
+#ifndef CGRT_GRAPHS_H
+#define CGRT_GRAPHS_H
+
+#include <stdint.h>
+
+#include "cgrt/cgrt_runtime.h"
+#include "cgrt/cgrt_status.h"
+#include "cgrt/cgrt_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgrt_graphs cgrt_graphs;
+
+typedef enum cgrt_graph_mode {
+  CGRT_GRAPH_DECODE = 0, /* one row per request */
+  CGRT_GRAPH_BLOCK = 1   /* block_len rows per request, no intra-block mask */
+} cgrt_graph_mode;
+
+#define CGRT_GRAPH_MODE_COUNT 2
+#define CGRT_GRAPHS_MAX_BUFFERS 4096
+#define CGRT_GRAPHS_MAX_ROWS 65536
+
+/* What the enqueue callback is asked to launch. */
+typedef struct cgrt_batch_desc {
+  cgrt_graph_mode mode;
+  int block_len;    /* rows per request: 1 in decode mode, k in block mode */
+  int num_reqs;     /* real requests (for a captured graph: those of the capture) */
+  int rows;         /* real rows = num_reqs * block_len */
+  int padded_reqs;  /* requests the launched work covers (bucket / block_len) */
+  int padded_rows;  /* rows the launched work covers: the bucket size, or rows when eager */
+  int capturing;    /* 1 when the callback runs under stream capture: it must not
+                       synchronize, allocate or read results back */
+  int draft_step;   /* index of the step inside a draft loop; 0 otherwise */
+  /* Current address of every registered buffer, indexed by buffer id (registration
+   * order). The callback must take its pointers from here. Valid during the call. */
+  const CUdeviceptr *buffers;
+  size_t num_buffers;
+} cgrt_batch_desc;
+
+/* Launches one decode step for `batch` on `stream` (and only there, or on streams joined
+ * to it by events). Returns CGRT_SUCCESS or any error; an error during capture ends the
+ * capture cleanly with CGRT_ERROR_CAPTURE_FAILED. Called with the set's lock held: it
+ * must not call back into this graph set. */
+typedef cgrt_status (*cgrt_enqueue_fn)(void *user, CUstream stream, const cgrt_batch_desc *batch);
+
+typedef enum cgrt_buffer_dir {
+  CGRT_BUFFER_IN = 1,   /* read by the step (copy-in replay copies it in) */
+  CGRT_BUFFER_OUT = 2,  /* written by the step (copy-in replay copies it out) */
+  CGRT_BUFFER_INOUT = 3
+} cgrt_buffer_dir;
+
+/* A bindable buffer: registered before capture; its id is its index in the array. */
+typedef struct cgrt_buffer_desc {
+  const char *name;  /* copied; used in messages */
+  CUdeviceptr ptr;   /* address at capture time (the static buffer in copy-in replay) */
+  size_t bytes;      /* size; a parameter pointing anywhere in [ptr, ptr+bytes) follows it */
+  cgrt_buffer_dir dir;
+} cgrt_buffer_desc;
+
+/* Metadata buffers cgrt maintains inside the graph (ids of registered buffers, -1 for
+ * none). When `enabled`, each graph starts with a cgrt kernel that expands per-request
+ * metadata to per-row metadata and writes inert padding rows (seq_len 0, position 0,
+ * slot -1), and draft loops advance them on the device. The host writes, per request r:
+ *   req_seq_lens[r]  (int32, context length including this step's tokens),
+ *   req_positions[r] (int64, position of the request's first new token),
+ *   block_table[r * max_blocks_per_seq + i] (int32, KV-cache block ids);
+ * the kernels of the step read, per row i (row = r * block_len + j):
+ *   seq_lens[i] = req_seq_lens[r], positions[i] = req_positions[r] + j,
+ *   slot_mapping[i] = block_table[r][pos / block_size] * block_size + pos % block_size
+ *   (int32, int64, int64; padding rows: 0, 0, -1). */
+typedef struct cgrt_graph_meta {
+  int enabled;
+  int req_seq_lens, req_positions, block_table;
+  int seq_lens, positions, slot_mapping;
+  int block_size;
+  int max_blocks_per_seq;
+} cgrt_graph_meta;
+
+typedef enum cgrt_replay_mode {
+  CGRT_REPLAY_POINTER_UPDATE = 0,
+  CGRT_REPLAY_COPY_IN = 1,
+  CGRT_REPLAY_EXEC_UPDATE = 2
+} cgrt_replay_mode;
+
+/* A device range the host declares live (for checked replay). */
+typedef struct cgrt_range {
+  CUdeviceptr base;
+  size_t bytes;
+  const char *what; /* copied */
+} cgrt_range;
+
+/* Called between the single-step replays of a draft loop when it cannot run inside one
+ * graph (dcp_world_size > 1): the host rebuilds the metadata of step `next_step` on
+ * `stream`. */
+typedef cgrt_status (*cgrt_draft_rebuild_fn)(void *user, CUstream stream, int next_step,
+                                             const cgrt_batch_desc *batch);
+
+typedef struct cgrt_graphs_options {
+  size_t size;            /* sizeof(cgrt_graphs_options) */
+  int max_num_seqs;       /* required, >= 1 */
+  int max_model_len;      /* required, >= 1 (draft-loop clamp) */
+  int num_heads;          /* informational (per-rank query heads) */
+  int dcp_world_size;     /* default 1 */
+  int enable_decode;      /* capture decode buckets; default 1 */
+  int block_len;          /* k >= 2 captures block-mode buckets; 0 (default) none */
+  /* Capture sizes in rows (any order, duplicates ignored); NULL: 1, 2, 4, multiples of
+   * 8 up to 256, multiples of 16 up to max_capture_rows. In block mode each size is
+   * rounded up to a multiple of block_len. */
+  const int *capture_sizes;
+  size_t num_capture_sizes;
+  /* Largest bucket in rows; 0: min(max_num_seqs * rows_per_req * 2, 512), at least
+   * one request's worth. */
+  int max_capture_rows;
+  int warmup_runs;        /* eager runs before each capture; default 1, 0 allowed */
+  cgrt_enqueue_fn enqueue;  /* required */
+  void *user;
+  const cgrt_buffer_desc *buffers; /* copied */
+  size_t num_buffers;     /* <= CGRT_GRAPHS_MAX_BUFFERS */
+  cgrt_graph_meta meta;
+  cgrt_replay_mode replay_mode;    /* default CGRT_REPLAY_POINTER_UPDATE */
+  int checked_replay;     /* default 0 */
+  int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
+                             run the step eagerly and count the fallback */
+  CUstream stream;        /* replay stream; NULL: a stream of the set */
+  int draft_steps;        /* K >= 2 captures K-step draft loops of the decode buckets */
+  cgrt_draft_rebuild_fn draft_rebuild; /* for draft loops under DCP; may be NULL */
+} cgrt_graphs_options;
+
+/* Fills the defaults (and the size). Thread-safe. */
+void cgrt_graphs_options_init(cgrt_graphs_options *options);
+
+/* Creates a graph set (no capture yet: see cgrt_graphs_capture). Copies the options,
+ * buffer list and names; creates the capture stream.
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (message
+ * names the field: missing callback, bad sizes, metadata buffers too small for the
+ * largest bucket, ...); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER. On failure *out is
+ * NULL. Thread-safe. Must not be called during capture. */
+cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *options,
+                               cgrt_graphs **out);
+
+/* Destroys the set (graphs, executables, streams it made). NULL is a no-op. Must not be
+ * called while another thread uses the set, nor during capture. Returns CGRT_SUCCESS;
+ * driver failures during teardown are logged. */
+cgrt_status cgrt_graphs_destroy(cgrt_graphs *set);
+
+/* Warms up and captures every bucket of every enabled mode (largest first), then the
+ * draft loops; instantiates and uploads each graph, builds its parameter index, reports
+ * progress through the log callback (CGRT_LOG_INFO) and marks the runtime as capturing
+ * meanwhile (cgrt allocations then fail with CGRT_ERROR_CAPTURING). Buckets already
+ * captured are kept. A bucket whose capture fails (callback error, invalidated capture,
+ * driver error) is left out: its capture is ended, the partial graph destroyed, the
+ * stream stays usable, and the other buckets are still captured and usable; the call
+ * then returns CGRT_ERROR_CAPTURE_FAILED with the first failure's message.
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURE_FAILED,
+ * CGRT_ERROR_OUT_OF_MEMORY, CGRT_ERROR_DRIVER (warm-up failed).
+ * Not thread-safe with steps on the same set (takes the set's lock). */
+cgrt_status cgrt_graphs_capture(cgrt_graphs *set);
+
+/* Re-captures and re-instantiates the bucket of `mode` that holds `rows` (for hosts whose
+ * step changed, and for benchmarks). Statuses: as cgrt_graphs_capture, plus
+ * CGRT_ERROR_NO_BUCKET. */
+cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows);
+
+/* A new address for a registered buffer, for one step. bytes 0 means the registered size;
+ * otherwise it must be at least that (pointer-update and exec-update replay) or at most
+ * that (copy-in replay, which copies `bytes`). */
+typedef struct cgrt_binding {
+  int buffer;      /* id: index in options.buffers */
+  CUdeviceptr ptr;
+  size_t bytes;
+} cgrt_binding;
+
+/* Runs one decode step of `num_reqs` requests in `mode` on the replay stream (does not
+ * wait for it). Bindings move buffers: in pointer-update and exec-update replay the new
+ * address stays current for later steps; in copy-in replay it applies to this step only.
+ * Success path: no allocation, no formatting, one uncontended lock.
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (mode
+ * not captured, num_reqs < 1 or > max_num_seqs, bad binding); CGRT_ERROR_NO_BUCKET (past
+ * the largest bucket with fail_past_largest); CGRT_ERROR_STALE_POINTER and
+ * CGRT_ERROR_COUNTERS_DIRTY (checked replay; nothing launched for the former);
+ * CGRT_ERROR_CALLBACK_FAILED (eager fallback); CGRT_ERROR_CAPTURE_FAILED (exec-update
+ * re-capture); CGRT_ERROR_DRIVER. Thread-safe (serialized per set). Must not be called
+ * while the calling thread captures a stream. */
+cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
+                             const cgrt_binding *bindings, size_t num_bindings);
+
+/* Runs a K-step draft loop (options.draft_steps) of decode steps for `num_reqs` requests:
+ * one graph holding K steps with the metadata advanced on the device in between
+ * (seq_lens = min(s + 1, max_model_len), positions + 1, slots from the block table).
+ * With dcp_world_size > 1 it replays the decode graph K times and calls draft_rebuild in
+ * between (logged once). Statuses: as cgrt_graphs_step, plus CGRT_ERROR_NOT_SUPPORTED
+ * (no draft loops captured, or DCP without draft_rebuild). Thread-safe (serialized). */
+cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
+                              size_t num_bindings);
+
+/* Replaces the host-declared live ranges (checked replay also accepts pointers into
+ * them). Copies the list. Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE,
+ * CGRT_ERROR_INVALID_ARGUMENT, CGRT_ERROR_OUT_OF_MEMORY. Thread-safe. */
+cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count);
+
+/* The replay stream (options.stream or the set's own). */
+CUstream cgrt_graphs_stream(cgrt_graphs *set);
+
+typedef struct cgrt_graphs_stats {
+  size_t size;                 /* set by the caller */
+  uint64_t steps;              /* cgrt_graphs_step calls that succeeded */
+  uint64_t replays;            /* graph launches (a draft loop counts one per launch) */
+  uint64_t eager_fallbacks;    /* steps past the largest bucket run eagerly */
+  uint64_t rebinds;            /* steps that moved at least one buffer */
+  uint64_t nodes_patched;      /* kernel/memcpy/memset node updates issued */
+  uint64_t copies;             /* copy-in/copy-out transfers */
+  uint64_t exec_updates;       /* successful cuGraphExecUpdate calls */
+  uint64_t reinstantiations;   /* updates that fell back to re-instantiation */
+  uint64_t draft_loops;
+  size_t buckets;              /* captured graphs (draft loops included) */
+  size_t nodes;                /* nodes over all captured graphs */
+  double capture_seconds;      /* capture + instantiate + upload, all buckets */
+  size_t graph_memory_bytes;   /* cuMemGetInfo deltas over the captures (>= 0) */
+} cgrt_graphs_stats;
+
+/* Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT.
+ * Thread-safe. May be called during capture by other threads. */
+cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats);
+
+typedef struct cgrt_bucket_info {
+  size_t size;           /* set by the caller */
+  cgrt_graph_mode mode;
+  int draft;             /* 1 for a draft-loop graph */
+  int rows;              /* bucket size in rows */
+  int captured;          /* 0 when its capture failed */
+  size_t nodes;
+  size_t patch_sites;    /* indexed (node, parameter) sites pointing into buffers */
+  double capture_seconds, instantiate_seconds;
+  size_t memory_bytes;
+  uint64_t replays;
+} cgrt_bucket_info;
+
+/* Number of buckets (draft loops included) and their descriptions, largest first per
+ * mode. Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT
+ * (index out of range). Thread-safe. */
+size_t cgrt_graphs_bucket_count(cgrt_graphs *set);
+cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_info *info);
+
+/* The bucket size (rows) a step of num_reqs requests in `mode` would use; 0 if it would
+ * run eagerly or fail. Thread-safe. */
+int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,149 @@
+/* cgrt: multi-head latent attention (MLA) decode, DeepSeek-V2/V3 family, as a fixed-grid,
+ * capturable split-KV kernel sequence.
+ *
+ * Per row (one query token), `heads * dcp_world_size` query heads of 576 bf16 values
+ * attend over the row's context in a paged bf16 latent KV cache (576 values per token;
+ * V is the first 512). Output: 512 bf16 values per query head, and the natural-log
+ * log-sum-exp (LSE) of the scaled scores per head in fp32.
+ *
+ * One decode step enqueues, on the caller's stream, with grids fixed by the plan:
+ *   1. a 1-CTA scheduling kernel that reads the current seq_lens on the device, expands
+ *      them to rows (block_len rows per request), and cuts the batch's KV tiles into
+ *      equal ranges, one per CTA (balanced whatever the mix of lengths);
+ *   2. the split kernel (tensor cores, cp.async pipeline), one CTA per (head group,
+ *      range), persistent over its range's rows;
+ *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
+ *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
+ *      counted in the runtime's counter buffer and resetting its counter to 0.
+ * Nothing depends on host values of seq_lens, nothing is allocated, sized or zeroed per
+ * step, so the sequence can be captured into a CUDA graph once per batch bucket.
+ *
+ * Partial results live in a locked workspace reservation ("mla.decode" in the plan's
+ * lane) sized at creation for (max_rows + splits) x q_heads x 513 fp32, where splits is
+ * about twice the SM count divided by the head groups: for 256 rows, 16 heads on 132
+ * SMs, 17 MiB instead of the 2.07 GiB of a fixed next_pow2(max_model_len / 512) split. */
+#ifndef CGRT_MLA_H
+#define CGRT_MLA_H
+
+#include "cgrt/cgrt_runtime.h"
+#include "cgrt/cgrt_workspace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cgrt_mla_plan cgrt_mla_plan;
+
+typedef enum cgrt_mla_combine {
+  /* Split kernel writes partials to the workspace; a separate combine kernel merges. */
+  CGRT_MLA_COMBINE_WORKSPACE = 0,
+  /* One split kernel; the last CTA per (row, head group), counted by a self-resetting
+   * atomic counter in the runtime's counter buffer, merges. No memset node. */
+  CGRT_MLA_COMBINE_COUNTERS = 1
+} cgrt_mla_combine;
+
+typedef struct cgrt_mla_options {
+  size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow */
+  int max_num_seqs;       /* most requests per step (>= 1) */
+  int block_len;          /* rows per request, k >= 1: k > 1 gives non-causal multi-token
+                           * rows that share their request's block-table row and seq_len */
+  int heads;              /* query heads per rank (>= 1); any count (see head rule) */
+  int dcp_world_size;     /* decode context parallelism (>= 1): the kernels see
+                           * heads * dcp_world_size query heads (all-gathered by the host) */
+  int page_size;          /* tokens per KV page: 16, 32 or 64 */
+  int max_model_len;      /* longest context (>= 1); seq_lens are clamped to
+                           * min(max_model_len, max_blocks_per_seq * page_size) */
+  int max_blocks_per_seq; /* columns of the block table; 0 = ceil(max_model_len / page_size) */
+  cgrt_mla_combine combine; /* default CGRT_MLA_COMBINE_WORKSPACE */
+  int lane;               /* workspace lane (0..CGRT_MAX_LANES-1) of the partials and of
+                           * the plan's counters; default CGRT_LANE_TARGET */
+} cgrt_mla_options;
+
+/* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine WORKSPACE, lane 0, size
+ * set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
+ * 0 and must be set. Thread-safe. */
+void cgrt_mla_options_init(cgrt_mla_options *options);
+
+/* What a plan chose. */
+typedef struct cgrt_mla_plan_info {
+  size_t size;               /* set by the caller to sizeof(cgrt_mla_plan_info) */
+  int max_rows;              /* max_num_seqs * block_len */
+  int q_heads;               /* heads * dcp_world_size */
+  int fast_path;             /* 1: fast path; 0: generic path (see head rule) */
+  int head_tile;             /* the rule's tile: 8, 16 or 64 */
+  int heads_per_cta;         /* query heads per CTA */
+  int head_groups;           /* CTAs per range */
+  int splits;                /* ranges of KV tiles (the split kernel's grid.y) */
+  size_t workspace_bytes;    /* partial results + metadata reserved in the workspace */
+  size_t counter_bytes;      /* counter-buffer bytes the plan reserved (0 for WORKSPACE) */
+  size_t fixed_split_bytes;  /* what the fixed min(next_pow2(max_model_len / 512),
+                              * 2 * SMs) split would reserve, for comparison */
+  const char *split_kernel;  /* "cgrt_mla_split_m16" or "cgrt_mla_split_m64" (static) */
+} cgrt_mla_plan_info;
+
+/* Creates a plan: validates the options, picks the path and the split count from the
+ * device's SM count, looks the kernels up, reserves the partial-result workspace
+ * ("mla.decode" in options->lane, at its worst case) and, for COUNTERS, the counter
+ * buffer. Do this during warm-up, before cgrt_workspace_lock.
+ *
+ * Head rule: with q = heads * dcp_world_size and tile = 8 if q <= 8, 16 if q <= 32,
+ * else 64, the fast path takes q iff q % min(q, tile) == 0 (CTAs of min(q, tile)
+ * heads); any other q (24, 96, ...) takes the generic path (CTAs of 16 heads, the last
+ * partly masked), which is logged once here at CGRT_LOG_WARN. Neither is an error.
+ *
+ * Ownership: *out is owned by the caller, released with cgrt_mla_plan_destroy; the plan
+ * refers to rt, which must outlive it. On failure *out is NULL and nothing leaks (a
+ * workspace reservation already made stays with the runtime, as all reservations do).
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
+ * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine or
+ * lane, sizes whose products overflow); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
+ * the counters would have to grow after the lock); CGRT_ERROR_CAPTURING;
+ * CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_INTERNAL (kernel missing from the module);
+ * CGRT_ERROR_DRIVER. Thread-safe. Must not be called while capturing. */
+cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *options,
+                                 cgrt_mla_plan **out);
+
+/* Destroys a plan (the workspace reservation stays with the runtime). NULL is a no-op.
+ * Not thread-safe with a cgrt_mla_decode on the same plan. May be called during capture
+ * (it makes no driver call). */
+void cgrt_mla_plan_destroy(cgrt_mla_plan *plan);
+
+/* Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL info or info->size too small). Thread-safe. */
+cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *plan, cgrt_mla_plan_info *info);
+
+/* One decode step's tensors (device addresses, dense, row-major). */
+typedef struct cgrt_mla_args {
+  size_t size;             /* sizeof(cgrt_mla_args) */
+  CUdeviceptr q;           /* bf16 [num_rows, q_heads, 576] */
+  CUdeviceptr kv_cache;    /* bf16 [num_pages, page_size, 576]; may exceed 2^31 elements */
+  CUdeviceptr block_table; /* int32 [num_rows / block_len, max_blocks_per_seq] */
+  CUdeviceptr seq_lens;    /* int32 [num_rows / block_len]; read on the device. 0 (or
+                            * negative) marks padding: output 0, LSE -inf, no KV read */
+  CUdeviceptr out;         /* bf16 [num_rows, q_heads, 512] */
+  CUdeviceptr lse;         /* fp32 [num_rows, q_heads], natural log */
+  int num_rows;            /* rows of this step (the captured bucket, padding included):
+                            * 1..max_rows, a multiple of block_len */
+  float softmax_scale;     /* applied to q . k; finite */
+} cgrt_mla_args;
+
+/* Enqueues one decode step on `stream` (2 kernels for COUNTERS, 3 for WORKSPACE). Fixed
+ * grids and addresses for fixed (plan, num_rows, tensors): safe to capture, and a
+ * captured graph replays with whatever seq_lens/block_table/q hold at replay time.
+ * Call it once outside capture first (warm-up): that allocates the counter buffer if
+ * the plan reserved it; during capture only already-allocated storage is used.
+ * The launches of one plan lane must not run concurrently (they share the lane's
+ * partials and counters): use one stream per lane.
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL args or a NULL tensor, size too small, num_rows out
+ * of range or not a multiple of block_len, scale not finite);
+ * CGRT_ERROR_WORKSPACE_LOCKED or CGRT_ERROR_CAPTURING (the lane's "mla.decode"
+ * reservation was grown by a larger plan after the lock / the counter buffer is not yet
+ * allocated during capture); CGRT_ERROR_DRIVER (a launch failed). Thread-safe for different lanes.
+ * May be called during capture. */
+cgrt_status cgrt_mla_decode(cgrt_mla_plan *plan, CUstream stream, const cgrt_mla_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+// Metadata kernels captured by cgrt's graph sets (graphs/). Reference: graph_meta_ref.c.
+//
+// cgrt_graph_meta_prepare: per-request metadata -> per-row metadata, and inert padding.
+//   Row i < num_reqs * block_len belongs to request r = i / block_len, j = i % block_len:
+//     seq_lens[i] = req_seq_lens[r]            (non-causal block: the full context)
+//     positions[i] = req_positions[r] + j
+//     slot_mapping[i] = block_table[r * max_blocks + pos / block_size] * block_size
+//                       + pos % block_size     (-1 when pos is outside the table)
+//   Rows num_reqs * block_len <= i < padded_rows: seq_len 0, position 0, slot -1.
+// cgrt_graph_meta_advance (draft loops, one row per request): rows i < num_reqs with
+//   seq_lens[i] > 0 take seq_len = min(s + 1, max_model_len), position + 1, and the slot
+//   of the new position; other rows are left as they are.
+#include <stdint.h>
+
+__device__ __forceinline__ long long cgrt__slot(const int *block_table, int r, int max_blocks,
+                                                int block_size, long long pos) {
+  if (pos < 0) return -1;
+  long long b = pos / block_size;
+  if (b >= max_blocks) return -1;
+  long long blk = block_table[(long long)r * max_blocks + b];
+  if (blk < 0) return -1;
+  return blk * block_size + pos % block_size;
+}
+
+extern "C" __global__ void cgrt_graph_meta_prepare(int num_reqs, int padded_rows, int block_len,
+                                                   int block_size, int max_blocks,
+                                                   const int *req_seq_lens,
+                                                   const long long *req_positions,
+                                                   const int *block_table, int *seq_lens,
+                                                   long long *positions, long long *slot_mapping) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= padded_rows) return;
+  int rows = num_reqs * block_len;
+  if (i < rows) {
+    int r = i / block_len, j = i % block_len;
+    long long pos = req_positions[r] + j;
+    seq_lens[i] = req_seq_lens[r];
+    positions[i] = pos;
+    slot_mapping[i] = cgrt__slot(block_table, r, max_blocks, block_size, pos);
+  } else {
+    seq_lens[i] = 0;
+    positions[i] = 0;
+    slot_mapping[i] = -1;
+  }
+}
+
+extern "C" __global__ void cgrt_graph_meta_advance(int num_reqs, int padded_rows, int max_model_len,
+                                                   int block_size, int max_blocks,
+                                                   const int *block_table, int *seq_lens,
+                                                   long long *positions, long long *slot_mapping) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= padded_rows || i >= num_reqs) return;
+  int s = seq_lens[i];
+  if (s <= 0) return;
+  seq_lens[i] = s + 1 < max_model_len ? s + 1 : max_model_len;
+  long long pos = positions[i] + 1;
+  positions[i] = pos;
+  slot_mapping[i] = cgrt__slot(block_table, i, max_blocks, block_size, pos);
+}

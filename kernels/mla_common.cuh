@@ -1,0 +1,64 @@
+/* Constants shared by the MLA decode kernels (kernels/mla_decode.cu) and their host side
+ * (kernels/mla_plan.c). Plain C: included by nvcc and by the C compiler.
+ * kernels/mla_decode_ref.c repeats the few it needs (it builds in //kernels:refs). */
+#ifndef CGRT_KERNELS_MLA_COMMON_CUH
+#define CGRT_KERNELS_MLA_COMMON_CUH
+
+#define CGRT_MLA_D 576    /* latent width of Q and K: kv_lora_rank 512 + rope 64 */
+#define CGRT_MLA_DV 512   /* V = the first 512 values of each cached token */
+#define CGRT_MLA_TILE 32  /* KV tokens per pipeline tile */
+#define CGRT_MLA_KSTR 584 /* shared-memory row stride (elements) of a cached token */
+
+#ifndef CGRT_MLA_M16_STAGES
+#define CGRT_MLA_M16_STAGES 2
+#endif
+#ifndef CGRT_MLA_M64_STAGES
+#define CGRT_MLA_M64_STAGES 2
+#endif
+
+/* Dynamic shared memory of the split kernels: the KV stages plus the S-partial exchange
+ * buffer (2 parities x R row groups x 4 warps x 512 floats). */
+#define CGRT_MLA_SMEM_BYTES(R, STAGES) \
+  ((STAGES) * CGRT_MLA_TILE * CGRT_MLA_KSTR * 2 + 2 * (R) * 4 * 512 * 4)
+
+#endif
+
+/* How a plan runs q_heads query heads on sm_count SMs (host side; also used by the
+ * standalone GPU harness in bench/mla_decode/). Head-count rule: tile = 8 if q_heads
+ * <= 8, 16 if <= 32, else 64; the fast path takes q_heads iff q_heads % min(q_heads,
+ * tile) == 0, with groups of min(q_heads, tile) heads; every other count takes the
+ * generic path: groups of 16 heads, the last one partly masked. */
+typedef struct cgrt__mla_shape {
+  int fast;      /* 1: fast path; 0: generic path */
+  int tile;      /* the rule's tile */
+  int m64;       /* 1: cgrt_mla_split_m64 (64 mma rows), 0: cgrt_mla_split_m16 */
+  int hg;        /* query heads per CTA */
+  int groups;    /* head groups: grid.x */
+  int parts;     /* ranges of KV tiles: grid.y */
+  int threads;   /* block size of the split kernel */
+  int smem;      /* dynamic shared memory of the split kernel */
+} cgrt__mla_shape;
+
+static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *s) {
+  const int tile = q_heads <= 8 ? 8 : (q_heads <= 32 ? 16 : 64);
+  const int t = q_heads < tile ? q_heads : tile;
+  s->tile = tile;
+  s->fast = q_heads % t == 0;
+  s->hg = s->fast ? t : 16;
+  s->m64 = s->hg > 16;
+  s->groups = (q_heads + s->hg - 1) / s->hg;
+  s->threads = s->m64 ? 512 : 128;
+  s->smem = s->m64 ? CGRT_MLA_SMEM_BYTES(4, CGRT_MLA_M64_STAGES)
+                   : CGRT_MLA_SMEM_BYTES(1, CGRT_MLA_M16_STAGES);
+  {
+    const int per_sm = s->m64 ? 1 : (2 * (s->smem + 1024) <= 228 * 1024 ? 2 : 1);
+    const int p = (sm_count > 0 ? sm_count : 1) * per_sm / s->groups;
+    s->parts = p > 0 ? p : 1;
+  }
+}
+
+/* Fewest KV tiles per range (so short batches leave few partials to merge); the
+ * schedule kernel uses min(P, ceil(T / min_tiles)) ranges. The counters strategy merges
+ * in one CTA per (row, head group), so it wants fewer, longer ranges. */
+#define CGRT_MLA_MIN_TILES_WORKSPACE 2
+#define CGRT_MLA_MIN_TILES_COUNTERS 8

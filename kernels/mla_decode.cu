@@ -1,0 +1,508 @@
+// MLA decode (DeepSeek-V2/V3 latent attention), split-KV with device-side scheduling.
+// Host side: kernels/mla_plan.c. C references: kernels/mla_decode_ref.c (same names,
+// same parameters, same semantics over the whole grid).
+//
+// Kernels (one decode step = schedule, split, [combine]):
+//   cgrt_mla_schedule   1 CTA: expands per-request seq_lens to rows, clamps them, and
+//                       writes the per-row tile prefix sums (meta) from which every
+//                       other kernel derives its balanced share of the KV tiles.
+//   cgrt_mla_split_m16  split-KV attention, 16 query heads (rows of mma) per CTA.
+//   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
+//   cgrt_mla_combine    merges the partial results of the rows that were split.
+//
+// Work split: the T = sum_r ceil(len_r / 32) KV tiles of the batch are cut into P equal
+// ranges (P fixed at plan creation from the SM count and occupancy); CTA (g, p) runs
+// range p for head group g. A row touched by n > 1 ranges leaves n partials in slots
+// r + p (unique: ranges are monotone in rows), so the workspace holds rows + P slots.
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "kernels/mla_common.cuh"
+
+typedef __nv_bfloat16 bf16;
+
+namespace {
+
+constexpr int D = CGRT_MLA_D;     // 576
+constexpr int DV = CGRT_MLA_DV;   // 512
+constexpr int TN = CGRT_MLA_TILE; // 32 tokens per tile
+constexpr int KSTR = 584;         // smem row stride in elements (1168 B: ldmatrix conflict-free)
+constexpr int CHUNKS = D / 8;     // 16-byte chunks per token
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                        uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                          uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ void bar_named(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// Range p of P over T tiles is [p*T/P, (p+1)*T/P); the range holding tile t.
+__device__ __forceinline__ int part_of(long long t, int T, int P) {
+  return (int)(((t + 1) * (long long)P - 1) / T);
+}
+
+// Largest LSE of the n partials (slots slot0..) of head h; whole warp.
+__device__ __forceinline__ float warp_max_lse(const float *part_lse, int qh, int h, int slot0, int n,
+                                              int lane) {
+  float mx = -INFINITY;
+  for (int i = lane; i < n; i += 32) mx = fmaxf(mx, __ldcg(part_lse + (long long)(slot0 + i) * qh + h));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  return mx;
+}
+
+// Weighted sum over partials i = i0, i0 + step, ... < n of head h; lane holds dims
+// (lane + 32k) * 4 .. + 3, k < 4.
+__device__ __forceinline__ void warp_accum(const float *part_o, const float *part_lse, int qh, int h,
+                                           int slot0, int n, int i0, int step, float mx, int lane,
+                                           float4 (&acc)[4], float &wsum) {
+#pragma unroll 4
+  for (int i = i0; i < n; i += step) {
+    const long long s = (long long)(slot0 + i) * qh + h;
+    const float w = __expf(__ldcg(part_lse + s) - mx);
+    const float4 *src = reinterpret_cast<const float4 *>(part_o + s * DV);
+    wsum += w;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float4 v = __ldcg(src + lane + 32 * k);
+      acc[k].x += w * v.x; acc[k].y += w * v.y; acc[k].z += w * v.z; acc[k].w += w * v.w;
+    }
+  }
+}
+
+__device__ __forceinline__ void store_bf16x4(bf16 *dst, float4 v, float inv) {
+  uint2 o;
+  o.x = pack_bf16(v.x * inv, v.y * inv);
+  o.y = pack_bf16(v.z * inv, v.w * inv);
+  *reinterpret_cast<uint2 *>(dst) = o;
+}
+
+// Merges the n partials of row r for heads [h0, h1): one warp per head.
+__device__ void combine_heads(const float *part_o, const float *part_lse, bf16 *out, float *lse,
+                              int r, int qh, int h0, int h1, int slot0, int n, int warp, int nwarps,
+                              int lane) {
+  for (int h = h0 + warp; h < h1; h += nwarps) {
+    const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
+    float4 acc[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+    float wsum = 0.f;
+    warp_accum(part_o, part_lse, qh, h, slot0, n, 0, 1, mx, lane, acc, wsum);
+    const float inv = 1.f / wsum;
+    bf16 *o = out + ((long long)r * qh + h) * DV;
+#pragma unroll
+    for (int k = 0; k < 4; k++) store_bf16x4(o + (lane + 32 * k) * 4, acc[k], inv);
+    if (lane == 0) lse[(long long)r * qh + h] = mx + logf(wsum);
+  }
+}
+
+// R row groups of 16 query heads; each row group is 4 warps that split the 576-wide
+// dot products (144 each, Q fragments held in registers) and the 512 output columns
+// (128 each). S partials are summed through shared memory, every warp then holds the
+// whole 16 x 32 score tile in mma-accumulator layout and reuses it as the A operand.
+template <int R, int STAGES>
+__device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
+                                          const int *__restrict__ bt, const int *__restrict__ meta,
+                                          bf16 *__restrict__ out, float *__restrict__ lse,
+                                          float *__restrict__ part_o, float *__restrict__ part_lse,
+                                          unsigned *__restrict__ counters, int rows, int qh, int hg,
+                                          int P, int mbps, int ps, int bl, float scale) {
+  constexpr int NT = 128 * R;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16 *skv = reinterpret_cast<bf16 *>(smem);
+  float *sred = reinterpret_cast<float *>(smem + (size_t)STAGES * TN * KSTR * sizeof(bf16));
+  __shared__ int s_last;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wr = warp >> 2, wc = warp & 3;
+  const int gq = lane >> 2, t4 = lane & 3;
+  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  const int *row_len = meta;
+  const int *ts = meta + rows;
+  const int h_begin = g * hg;
+  const int h_end = min(h_begin + hg, qh);
+  const float sl2 = scale * 1.4426950408889634f;
+  const int ps_shift = __ffs(ps) - 1;
+
+  // Padding rows (seq_len 0): output 0, LSE -inf; rows p, p+P, ... belong to this CTA.
+  for (int r = p; r < rows; r += P) {
+    if (row_len[r] != 0) continue;
+    const int nh = h_end - h_begin;
+    bf16 *o = out + ((long long)r * qh + h_begin) * DV;
+    for (int i = tid; i < nh * DV / 8; i += NT) reinterpret_cast<uint4 *>(o)[i] = make_uint4(0, 0, 0, 0);
+    for (int i = tid; i < nh; i += NT) lse[(long long)r * qh + h_begin + i] = -INFINITY;
+  }
+
+  const int T = ts[rows];
+  const int Pe = meta[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
+  if (T == 0 || p >= Pe) return;
+  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
+  int lo = 0, hi = rows - 1; // last row r with ts[r] <= b0
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (ts[mid] <= b0) lo = mid; else hi = mid - 1;
+  }
+
+  const int hrow0 = h_begin + wr * 16 + gq, hrow1 = hrow0 + 8;
+  const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
+  int par = 0;
+
+  for (int r = lo, t = b0; t < b1; r++) {
+    const int rs = ts[r], re = ts[r + 1];
+    if (re <= t) continue;
+    const int ja = t - rs, jb = min(re, b1) - rs, n = jb - ja;
+    const int len = row_len[r];
+    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
+    t = rs + jb;
+    const int *btr = bt + (long long)(r / bl) * mbps;
+
+    // A tile (32 tokens, page size >= 16) spans at most two pages: tokens 0-15 lie in
+    // the page of tb, tokens 16-31 in the page of tb + 16. Both block-table entries are
+    // read up front so that the copies do not wait on one lookup each.
+    auto load_tile = [&](int j, int stage) {
+      bf16 *dst = skv + stage * TN * KSTR;
+      const int tb = j * TN;
+      const long long pg0 = __ldg(btr + (tb >> ps_shift));
+      const long long pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
+      const bf16 *base0 = kv + (pg0 * ps + (tb & (ps - 1))) * D;
+      const bf16 *base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
+#pragma unroll
+      for (int i = 0; i < (TN * CHUNKS + NT - 1) / NT; i++) {
+        const int id = tid + i * NT;
+        if ((TN * CHUNKS) % NT == 0 || id < TN * CHUNKS) {
+          const int tok = id / CHUNKS, ch = id - tok * CHUNKS;
+          const bool ok = tb + tok < len;
+          const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
+          cp_async16(smem_u32(dst + tok * KSTR + ch * 8), ok ? src + ch * 8 : kv, ok ? 16 : 0);
+        }
+      }
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+      if (s < n) load_tile(ja + s, s);
+      cp_commit();
+    }
+
+    // Q fragments of this warp's 144 columns (A operand layout of m16n8k16).
+    uint32_t qf[9][4];
+    {
+      const bf16 *q0 = q + ((long long)r * qh + hrow0) * D + wc * 144 + 2 * t4;
+      const bf16 *q1 = q0 + 8 * D;
+#pragma unroll
+      for (int ks = 0; ks < 9; ks++) {
+        qf[ks][0] = v0 ? __ldg(reinterpret_cast<const unsigned *>(q0 + ks * 16)) : 0u;
+        qf[ks][1] = v1 ? __ldg(reinterpret_cast<const unsigned *>(q1 + ks * 16)) : 0u;
+        qf[ks][2] = v0 ? __ldg(reinterpret_cast<const unsigned *>(q0 + ks * 16 + 8)) : 0u;
+        qf[ks][3] = v1 ? __ldg(reinterpret_cast<const unsigned *>(q1 + ks * 16 + 8)) : 0u;
+      }
+    }
+
+    float o[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+    for (int it = 0; it < n; it++) {
+      cp_wait<STAGES - 2>();
+      __syncthreads();
+      {
+        const int nx = it + STAGES - 1;
+        if (nx < n) load_tile(ja + nx, nx % STAGES);
+        cp_commit();
+      }
+      const bf16 *sk = skv + (it % STAGES) * TN * KSTR;
+
+      float sacc[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; j++) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
+      {
+        const unsigned kb = smem_u32(sk + ((lane >> 4) * 8 + (lane & 7)) * KSTR + wc * 144 +
+                                     ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int ks = 0; ks < 9; ks++) {
+#pragma unroll
+          for (int np = 0; np < 2; np++) {
+            uint32_t b00, b01, b10, b11;
+            ldsm_x4(kb + (np * 16 * KSTR + ks * 16) * 2, b00, b01, b10, b11);
+            mma16816(sacc[2 * np], qf[ks], b00, b01);
+            mma16816(sacc[2 * np + 1], qf[ks], b10, b11);
+          }
+        }
+      }
+      // Sum the four column-slice partials of this row group.
+      float s[4][4];
+      {
+        float *sb = sred + (size_t)((par * R + wr) * 4) * 512;
+#pragma unroll
+        for (int i = 0; i < 16; i++) sb[wc * 512 + i * 32 + lane] = sacc[i / 4][i % 4];
+        bar_named(1 + wr, 128);
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+          s[i / 4][i % 4] = ((sb[i * 32 + lane] + sb[512 + i * 32 + lane]) + sb[1024 + i * 32 + lane]) +
+                            sb[1536 + i * 32 + lane];
+        par ^= 1;
+      }
+      const int tok0 = (ja + it) * TN + 2 * t4;
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const bool ok = tok0 + j * 8 + e < len;
+          s[j][e] = ok ? s[j][e] * sl2 : -INFINITY;
+          s[j][2 + e] = ok ? s[j][2 + e] * sl2 : -INFINITY;
+          mx0 = fmaxf(mx0, s[j][e]);
+          mx1 = fmaxf(mx1, s[j][2 + e]);
+        }
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
+      m0 = mn0;
+      m1 = mn1;
+      float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        s[j][0] = ex2(s[j][0] - mn0);
+        s[j][1] = ex2(s[j][1] - mn0);
+        s[j][2] = ex2(s[j][2] - mn1);
+        s[j][3] = ex2(s[j][3] - mn1);
+        rs0 += s[j][0] + s[j][1];
+        rs1 += s[j][2] + s[j][3];
+      }
+      l0 = l0 * al0 + rs0;
+      l1 = l1 * al1 + rs1;
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1;
+      }
+      uint32_t pa[2][4];
+#pragma unroll
+      for (int kk = 0; kk < 2; kk++) {
+        pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      }
+      {
+        const unsigned vb = smem_u32(sk + (((lane >> 3) & 1) * 8 + (lane & 7)) * KSTR + wc * 128 +
+                                     (lane >> 4) * 8);
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+#pragma unroll
+          for (int dp = 0; dp < 8; dp++) {
+            uint32_t b0_, b1_, b2_, b3_;
+            ldsm_x4_t(vb + (kk * 16 * KSTR + dp * 16) * 2, b0_, b1_, b2_, b3_);
+            mma16816(o[2 * dp], pa[kk], b0_, b1_);
+            mma16816(o[2 * dp + 1], pa[kk], b2_, b3_);
+          }
+        }
+      }
+    }
+    cp_wait<0>();
+    __syncthreads(); // stages free for the next segment
+
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float i0 = 1.f / l0, i1 = 1.f / l1;
+    const float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
+    const float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
+    if (nsplit == 1) {
+      bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + wc * 128 + 2 * t4;
+      bf16 *o1 = o0 + 8 * DV;
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        if (v0) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[j][0] * i0, o[j][1] * i0);
+        if (v1) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[j][2] * i1, o[j][3] * i1);
+      }
+      if (wc == 0 && t4 == 0) {
+        if (v0) lse[(long long)r * qh + hrow0] = lse0;
+        if (v1) lse[(long long)r * qh + hrow1] = lse1;
+      }
+    } else {
+      const long long slot = (long long)r + p;
+      float *o0 = part_o + (slot * qh + hrow0) * DV + wc * 128 + 2 * t4;
+      float *o1 = o0 + 8 * DV;
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        if (v0) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[j][0] * i0, o[j][1] * i0);
+        if (v1) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[j][2] * i1, o[j][3] * i1);
+      }
+      if (wc == 0 && t4 == 0) {
+        if (v0) part_lse[slot * qh + hrow0] = lse0;
+        if (v1) part_lse[slot * qh + hrow1] = lse1;
+      }
+      if (counters != nullptr) {
+        // Last CTA of (row, head group) to finish merges the partials and resets the
+        // counter, so the buffer stays zero between launches.
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+          unsigned *c = counters + (long long)r * G + g;
+          const unsigned old = atomicAdd(c, 1u);
+          const int last = old == (unsigned)(nsplit - 1);
+          if (last) atomicExch(c, 0u);
+          s_last = last;
+        }
+        __syncthreads();
+        if (s_last) {
+          __threadfence();
+          combine_heads(part_o, part_lse, out, lse, r, qh, h_begin, h_end, r + pf, nsplit, warp,
+                        NT / 32, lane);
+        }
+        __syncthreads();
+      }
+    }
+  }
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(1024)
+    cgrt_mla_schedule(const int *__restrict__ seq_lens, int *__restrict__ meta, int rows, int bl, int cap,
+                      int P, int min_tiles) {
+  __shared__ int warp_sums[32];
+  __shared__ int carry;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int *row_len = meta;
+  int *ts = meta + rows;
+  if (tid == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < rows; base += 1024) {
+    const int r = base + tid;
+    int len = 0;
+    if (r < rows) {
+      len = seq_lens[r / bl];
+      len = len < 0 ? 0 : (len > cap ? cap : len);
+      row_len[r] = len;
+    }
+    const int tiles = (len + TN - 1) / TN;
+    int x = tiles;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, off);
+      if (lane >= off) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      int w = warp_sums[lane];
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, w, off);
+        if (lane >= off) w += y;
+      }
+      warp_sums[lane] = w;
+    }
+    __syncthreads();
+    const int incl = carry + (warp ? warp_sums[warp - 1] : 0) + x;
+    if (r < rows) ts[r] = incl - tiles;
+    __syncthreads();
+    if (tid == 1023) carry = incl;
+    __syncthreads();
+  }
+  if (tid == 0) {
+    const int T = carry;
+    // Ranges in use: at most P, at least min_tiles tiles each (fewer partials to merge
+    // for short batches), never more than T so that no range is empty.
+    int pe = (T + min_tiles - 1) / min_tiles;
+    pe = pe < P ? pe : P;
+    ts[rows] = T;
+    meta[2 * rows + 1] = pe < 1 ? 1 : pe;
+  }
+}
+
+#define CGRT_MLA_SPLIT_PARAMS                                                                    \
+  const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,            \
+      const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,              \
+      float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters,  \
+      int rows, int qh, int hg, int P, int mbps, int ps, int bl, float scale
+#define CGRT_MLA_SPLIT_ARGS \
+  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale
+
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES>(CGRT_MLA_SPLIT_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<4, CGRT_MLA_M64_STAGES>(CGRT_MLA_SPLIT_ARGS);
+}
+
+// Grid (q_heads, rows), 128 threads: the 4 warps take every 4th partial of one head
+// and reduce through shared memory.
+extern "C" __global__ void __launch_bounds__(128)
+    cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
+                     const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                     int rows, int qh) {
+  __shared__ float4 sacc[4][128];
+  __shared__ float swsum[4];
+  const int h = blockIdx.x, r = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int *ts = meta + rows;
+  const int T = ts[rows], Pe = meta[2 * rows + 1];
+  const int rs = ts[r], re = ts[r + 1];
+  if (re <= rs) return;
+  const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
+  if (pl == pf) return;
+  const int slot0 = r + pf, n = pl - pf + 1;
+  const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
+  float4 acc[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f;
+  warp_accum(part_o, part_lse, qh, h, slot0, n, warp, 4, mx, lane, acc, wsum);
+#pragma unroll
+  for (int k = 0; k < 4; k++) sacc[warp][lane + 32 * k] = acc[k];
+  if (lane == 0) swsum[warp] = wsum;
+  __syncthreads();
+  const int t = threadIdx.x;
+  float4 v = sacc[0][t];
+  const float ws = (swsum[0] + swsum[1]) + (swsum[2] + swsum[3]);
+#pragma unroll
+  for (int w = 1; w < 4; w++) {
+    v.x += sacc[w][t].x; v.y += sacc[w][t].y; v.z += sacc[w][t].z; v.w += sacc[w][t].w;
+  }
+  store_bf16x4(out + ((long long)r * qh + h) * DV + t * 4, v, 1.f / ws);
+  if (t == 0) lse[(long long)r * qh + h] = mx + logf(ws);
+}

@@ -1,0 +1,224 @@
+/* C references of kernels/mla_decode.cu: cgrt_mla_schedule, cgrt_mla_split_m16,
+ * cgrt_mla_split_m64 and cgrt_mla_combine, with the kernels' parameters (packed as the
+ * driver packs them) and their semantics over the whole grid: the same per-row
+ * metadata, the same balanced ranges of KV tiles per CTA, the same partial slots, the
+ * same last-CTA combine with counters left at zero. Arithmetic is fp32 with exact
+ * exp/log (the kernels use bf16 tensor-core products); outputs are rounded to bf16
+ * with round-to-nearest-even as the kernels do. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref_tables.h"
+
+/* Same values as kernels/mla_common.cuh. */
+#define MLA_D 576
+#define MLA_DV 512
+#define MLA_TILE 32
+
+static float bf2f(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static int part_of(long long t, int T, int P) { return (int)(((t + 1) * (long long)P - 1) / T); }
+
+#define PTR(T, i) ((T *)(uintptr_t)CGRT__REF_PARAM(uint64_t, p, off, i))
+#define INT(i) CGRT__REF_PARAM(int, p, off, i)
+
+/* cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles): meta[0..rows)
+ * = clamped per-row lengths (row r uses request r / block_len), meta[rows..2*rows] =
+ * exclusive prefix sums of ceil(len / 32) (the last is the total T), meta[2*rows+1] =
+ * Pe, the ranges in use: min(P, ceil(T / min_tiles)), at least 1. */
+static void schedule_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  (void)l;
+  const int *seq_lens = PTR(const int, 0);
+  int *meta = PTR(int, 1);
+  const int rows = INT(2), bl = INT(3), cap = INT(4), P = INT(5), min_tiles = INT(6);
+  int *ts = meta + rows;
+  int acc = 0;
+  for (int r = 0; r < rows; r++) {
+    int len = seq_lens[r / bl];
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    meta[r] = len;
+    ts[r] = acc;
+    acc += (len + MLA_TILE - 1) / MLA_TILE;
+  }
+  ts[rows] = acc;
+  {
+    int pe = (acc + min_tiles - 1) / min_tiles;
+    pe = pe < P ? pe : P;
+    meta[2 * rows + 1] = pe < 1 ? 1 : pe;
+  }
+}
+
+static void combine_heads(const float *part_o, const float *part_lse, uint16_t *out, float *lse,
+                          int r, int qh, int h0, int h1, int slot0, int n) {
+  for (int h = h0; h < h1; h++) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, part_lse[(long long)(slot0 + i) * qh + h]);
+    float sum = 0.f;
+    float acc[MLA_DV];
+    memset(acc, 0, sizeof acc);
+    for (int i = 0; i < n; i++) {
+      const long long s = (long long)(slot0 + i) * qh + h;
+      const float w = expf(part_lse[s] - mx);
+      sum += w;
+      for (int d = 0; d < MLA_DV; d++) acc[d] += w * part_o[s * MLA_DV + d];
+    }
+    for (int d = 0; d < MLA_DV; d++) out[((long long)r * qh + h) * MLA_DV + d] = f2bf(acc[d] / sum);
+    lse[(long long)r * qh + h] = mx + logf(sum);
+  }
+}
+
+/* cgrt_mla_split_*(q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
+ *                  rows, q_heads, group_heads, P, max_blocks_per_seq, page_size,
+ *                  block_len, scale), grid (groups, P). */
+static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  const uint16_t *q = PTR(const uint16_t, 0);
+  const uint16_t *kv = PTR(const uint16_t, 1);
+  const int *bt = PTR(const int, 2);
+  const int *meta = PTR(const int, 3);
+  uint16_t *out = PTR(uint16_t, 4);
+  float *lse = PTR(float, 5);
+  float *part_o = PTR(float, 6);
+  float *part_lse = PTR(float, 7);
+  unsigned *counters = PTR(unsigned, 8);
+  const int rows = INT(9), qh = INT(10), hg = INT(11), P = INT(12), mbps = INT(13), ps = INT(14),
+            bl = INT(15);
+  const float scale = CGRT__REF_PARAM(float, p, off, 16);
+  const int G = (int)l->grid[0];
+  const int *row_len = meta, *ts = meta + rows;
+  const int T = ts[rows], Pe = meta[2 * rows + 1];
+
+  float *kf = NULL, *sc = NULL, *acc = NULL;
+  int cap_tok = 0;
+  for (int g = 0; g < G; g++) {
+    const int h_begin = g * hg;
+    const int h_end = h_begin + hg < qh ? h_begin + hg : qh;
+    for (int pp = 0; pp < P; pp++) {
+      for (int r = pp; r < rows; r += P) {
+        if (row_len[r] != 0) continue;
+        for (int h = h_begin; h < h_end; h++) {
+          memset(out + ((long long)r * qh + h) * MLA_DV, 0, MLA_DV * sizeof(uint16_t));
+          lse[(long long)r * qh + h] = -INFINITY;
+        }
+      }
+      if (T == 0 || pp >= Pe) continue;
+      const int b0 = (int)((long long)pp * T / Pe), b1 = (int)((long long)(pp + 1) * T / Pe);
+      for (int r = 0, t = b0; t < b1 && r < rows; r++) {
+        const int rs = ts[r], re = ts[r + 1];
+        if (re <= t) continue;
+        const int ja = t - rs, jb = (re < b1 ? re : b1) - rs;
+        const int len = row_len[r];
+        const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
+        t = rs + jb;
+        const int tok_a = ja * MLA_TILE;
+        const int tok_b = jb * MLA_TILE < len ? jb * MLA_TILE : len;
+        const int ntok = tok_b - tok_a;
+        if (ntok > cap_tok) {
+          free(kf);
+          free(sc);
+          cap_tok = ntok;
+          kf = (float *)malloc((size_t)ntok * MLA_D * sizeof(float));
+          sc = (float *)malloc((size_t)ntok * sizeof(float));
+        }
+        if (!acc) acc = (float *)malloc(MLA_DV * sizeof(float));
+        if (!kf || !sc || !acc) goto done; /* host out of memory: leave outputs as they are */
+        const int *btr = bt + (long long)(r / bl) * mbps;
+        for (int i = 0; i < ntok; i++) {
+          const int tok = tok_a + i;
+          const long long page = btr[tok / ps];
+          const uint16_t *src = kv + (page * ps + tok % ps) * MLA_D;
+          for (int d = 0; d < MLA_D; d++) kf[(size_t)i * MLA_D + d] = bf2f(src[d]);
+        }
+        for (int h = h_begin; h < h_end; h++) {
+          const uint16_t *qr = q + ((long long)r * qh + h) * MLA_D;
+          float qv[MLA_D];
+          for (int d = 0; d < MLA_D; d++) qv[d] = bf2f(qr[d]);
+          float mx = -INFINITY;
+          for (int i = 0; i < ntok; i++) {
+            float s = 0.f;
+            const float *k = kf + (size_t)i * MLA_D;
+            for (int d = 0; d < MLA_D; d++) s += qv[d] * k[d];
+            sc[i] = s * scale;
+            if (sc[i] > mx) mx = sc[i];
+          }
+          float sum = 0.f;
+          memset(acc, 0, MLA_DV * sizeof(float));
+          for (int i = 0; i < ntok; i++) {
+            const float w = expf(sc[i] - mx);
+            sum += w;
+            const float *v = kf + (size_t)i * MLA_D;
+            for (int d = 0; d < MLA_DV; d++) acc[d] += w * v[d];
+          }
+          const float ls = mx + logf(sum);
+          if (nsplit == 1) {
+            for (int d = 0; d < MLA_DV; d++)
+              out[((long long)r * qh + h) * MLA_DV + d] = f2bf(acc[d] / sum);
+            lse[(long long)r * qh + h] = ls;
+          } else {
+            const long long slot = (long long)r + pp;
+            for (int d = 0; d < MLA_DV; d++) part_o[(slot * qh + h) * MLA_DV + d] = acc[d] / sum;
+            part_lse[slot * qh + h] = ls;
+          }
+        }
+        if (nsplit > 1 && counters != NULL) {
+          unsigned *c = counters + (long long)r * G + g;
+          const unsigned old = (*c)++;
+          if (old == (unsigned)(nsplit - 1)) {
+            *c = 0;
+            combine_heads(part_o, part_lse, out, lse, r, qh, h_begin, h_end, r + pf, nsplit);
+          }
+        }
+      }
+    }
+  }
+done:
+  free(kf);
+  free(sc);
+  free(acc);
+}
+
+/* cgrt_mla_combine(meta, part_o, part_lse, out, lse, rows, q_heads), grid (q_heads,
+ * rows): merges the partials of every row that more than one range touched. */
+static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  const int *meta = PTR(const int, 0);
+  const float *part_o = PTR(const float, 1);
+  const float *part_lse = PTR(const float, 2);
+  uint16_t *out = PTR(uint16_t, 3);
+  float *lse = PTR(float, 4);
+  const int rows = INT(5), qh = INT(6);
+  const int *ts = meta + rows;
+  const int T = ts[rows], P = meta[2 * rows + 1];
+  const int nh = (int)l->grid[0] < qh ? (int)l->grid[0] : qh;
+  const int nr = (int)l->grid[1] < rows ? (int)l->grid[1] : rows;
+  for (int r = 0; r < nr; r++) {
+    const int rs = ts[r], re = ts[r + 1];
+    if (re <= rs) continue;
+    const int pf = part_of(rs, T, P), pl = part_of(re - 1, T, P);
+    if (pl == pf) continue;
+    combine_heads(part_o, part_lse, out, lse, r, qh, 0, nh, r + pf, pl - pf + 1);
+  }
+}
+
+#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4}
+
+const cgrt__ref_kernel cgrt__ref_table_mla[] = {
+    {"cgrt_mla_schedule", 7, {8, 8, 4, 4, 4, 4, 4}, schedule_ref},
+    {"cgrt_mla_split_m16", 17, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64", 17, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
+    {0},
+};

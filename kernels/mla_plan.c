@@ -1,0 +1,264 @@
+/* Host side of the MLA decode kernels (kernels/mla_decode.cu): plan creation (path,
+ * split count, workspace and counter reservations) and the per-step launches. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgrt/cgrt_mla.h"
+#include "kernels/mla_common.cuh"
+#include "runtime/runtime_internal.h"
+
+#define MLA_WORKSPACE_NAME "mla.decode"
+#define MLA_PLAN_MAGIC 0x4d4c4150u /* "MLAP" */
+#define MLA_MAX_ROWS (1 << 20)
+#define MLA_MAX_QHEADS 4096
+
+struct cgrt_mla_plan {
+  unsigned magic;
+  cgrt_runtime *rt;
+  cgrt_mla_options o;
+  int max_rows, q_heads, cap, min_tiles;
+  cgrt__mla_shape s;
+  CUfunction f_sched, f_split, f_comb;
+  cgrt_tensor_desc descs[3]; /* partial outputs, partial LSEs, metadata */
+  size_t workspace_bytes;
+  size_t counter_bytes;      /* bytes of the counter buffer this plan needs (all lanes below) */
+  size_t counter_offset;     /* first counter of this plan's lane, in counters */
+  size_t fixed_split_bytes;
+};
+
+void cgrt_mla_options_init(cgrt_mla_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->block_len = 1;
+  o->dcp_world_size = 1;
+  o->page_size = 64;
+  o->combine = CGRT_MLA_COMBINE_WORKSPACE;
+  o->lane = CGRT_LANE_TARGET;
+}
+
+static size_t next_pow2(size_t x) {
+  size_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
+                                 cgrt_mla_plan **out) {
+  if (out) *out = NULL;
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_mla_plan_create");
+  if (st) return st;
+  if (!opts || !out)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: %s is NULL",
+                      !opts ? "options" : "out");
+  if (opts->size < sizeof(cgrt_mla_options))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: options->size is %zu, expected %zu (call "
+                      "cgrt_mla_options_init)", opts->size, sizeof(cgrt_mla_options));
+  cgrt_mla_options o = *opts;
+  if (o.max_num_seqs <= 0 || o.block_len <= 0 || o.heads <= 0 || o.dcp_world_size <= 0 ||
+      o.max_model_len <= 0 || o.max_blocks_per_seq < 0)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: sizes must be positive (max_num_seqs %d, "
+                      "block_len %d, heads %d, dcp_world_size %d, max_model_len %d, "
+                      "max_blocks_per_seq %d)", o.max_num_seqs, o.block_len, o.heads,
+                      o.dcp_world_size, o.max_model_len, o.max_blocks_per_seq);
+  if (o.page_size != 16 && o.page_size != 32 && o.page_size != 64)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: page_size %d is not 16, 32 or 64", o.page_size);
+  if (o.combine != CGRT_MLA_COMBINE_WORKSPACE && o.combine != CGRT_MLA_COMBINE_COUNTERS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: unknown combine %d",
+                      (int)o.combine);
+  if (o.lane < 0 || o.lane >= CGRT_MAX_LANES)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: lane %d is outside 0..%d", o.lane, CGRT_MAX_LANES - 1);
+  if ((long long)o.max_num_seqs * o.block_len > MLA_MAX_ROWS ||
+      (long long)o.heads * o.dcp_world_size > MLA_MAX_QHEADS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: %lld rows (max_num_seqs x block_len) or %lld query "
+                      "heads (heads x dcp_world_size) exceed the limits %d / %d",
+                      (long long)o.max_num_seqs * o.block_len,
+                      (long long)o.heads * o.dcp_world_size, MLA_MAX_ROWS, MLA_MAX_QHEADS);
+  if (o.max_blocks_per_seq == 0) o.max_blocks_per_seq = (o.max_model_len + o.page_size - 1) / o.page_size;
+  if ((long long)o.max_num_seqs * o.max_blocks_per_seq > INT_MAX)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: block table of %d x %d entries is too large",
+                      o.max_num_seqs, o.max_blocks_per_seq);
+
+  cgrt_mla_plan *p = (cgrt_mla_plan *)calloc(1, sizeof *p);
+  if (!p) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_mla_plan_create: host allocation");
+  p->magic = MLA_PLAN_MAGIC;
+  p->rt = rt;
+  p->o = o;
+  p->max_rows = o.max_num_seqs * o.block_len;
+  p->q_heads = o.heads * o.dcp_world_size;
+  {
+    long long cap = (long long)o.max_blocks_per_seq * o.page_size;
+    if (cap > o.max_model_len) cap = o.max_model_len;
+    p->cap = (int)cap;
+  }
+  p->min_tiles = o.combine == CGRT_MLA_COMBINE_COUNTERS ? CGRT_MLA_MIN_TILES_COUNTERS
+                                                        : CGRT_MLA_MIN_TILES_WORKSPACE;
+  cgrt__mla_choose(p->q_heads, rt->sm_count, &p->s);
+  if (!p->s.fast)
+    cgrt__log(CGRT_LOG_WARN,
+              "mla: %d query heads (%d heads x dcp %d) take the generic path: the head rule "
+              "tiles by %d and %d %% %d != 0; using %d CTAs of 16 heads per KV range, the last "
+              "partly masked", p->q_heads, o.heads, o.dcp_world_size, p->s.tile, p->q_heads,
+              p->s.tile, p->s.groups);
+
+  const char *split_name = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
+  if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
+      (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
+      (st = cgrt__runtime_function(rt, "cgrt_mla_combine", &p->f_comb))) {
+    cgrt__error_prefix("cgrt_mla_plan_create");
+    goto fail;
+  }
+  st = CGRT__CU(rt->drv, cuFuncSetAttribute,
+                (p->f_split, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->s.smem),
+                CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the split kernel's shared memory");
+  if (st) goto fail;
+
+  {
+    const int64_t slots = (int64_t)p->max_rows + p->s.parts;
+    cgrt_tensor_desc *d = p->descs;
+    d[0].ndim = 3; d[0].shape[0] = slots; d[0].shape[1] = p->q_heads; d[0].shape[2] = CGRT_MLA_DV;
+    d[0].dtype = CGRT_DTYPE_F32;
+    d[1].ndim = 2; d[1].shape[0] = slots; d[1].shape[1] = p->q_heads; d[1].dtype = CGRT_DTYPE_F32;
+    d[2].ndim = 1; d[2].shape[0] = 2 * (int64_t)p->max_rows + 2; d[2].dtype = CGRT_DTYPE_I32;
+    p->workspace_bytes = (size_t)slots * p->q_heads * (CGRT_MLA_DV + 1) * 4 +
+                         (size_t)(2 * p->max_rows + 2) * 4;
+    CUdeviceptr ptrs[3];
+    st = cgrt_workspace_request(rt, o.lane, MLA_WORKSPACE_NAME, p->descs, 3, ptrs);
+    if (st) {
+      cgrt__error_prefix("cgrt_mla_plan_create");
+      goto fail;
+    }
+  }
+  {
+    size_t splits = next_pow2((size_t)(o.max_model_len / 512 > 1 ? o.max_model_len / 512 : 1));
+    if (splits > (size_t)(2 * rt->sm_count)) splits = (size_t)(2 * rt->sm_count);
+    p->fixed_split_bytes = (size_t)p->max_rows * p->q_heads * splits * (CGRT_MLA_DV + 1) * 4;
+  }
+  if (o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+    /* Counter r * groups + g of row r, head group g; one block of max_rows * q_heads
+     * counters per lane so that lanes on different streams never share a counter. */
+    p->counter_offset = (size_t)o.lane * p->max_rows * p->q_heads;
+    p->counter_bytes =
+        cgrt_counters_decode_bytes((size_t)p->max_rows * (o.lane + 1), p->q_heads, rt->sm_count);
+    st = cgrt_counters_reserve(rt, p->counter_bytes);
+    if (st) {
+      cgrt__error_prefix("cgrt_mla_plan_create");
+      goto fail;
+    }
+  }
+  *out = p;
+  return CGRT_SUCCESS;
+fail:
+  p->magic = 0;
+  free(p);
+  return st;
+}
+
+void cgrt_mla_plan_destroy(cgrt_mla_plan *plan) {
+  if (!plan || plan->magic != MLA_PLAN_MAGIC) return;
+  plan->magic = 0;
+  free(plan);
+}
+
+cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *info) {
+  if (!p || p->magic != MLA_PLAN_MAGIC)
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_plan_get_info: plan is NULL or destroyed");
+  if (!info || info->size < sizeof *info)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_get_info: info is NULL or info->size is too small");
+  info->max_rows = p->max_rows;
+  info->q_heads = p->q_heads;
+  info->fast_path = p->s.fast;
+  info->head_tile = p->s.tile;
+  info->heads_per_cta = p->s.hg;
+  info->head_groups = p->s.groups;
+  info->splits = p->s.parts;
+  info->workspace_bytes = p->workspace_bytes;
+  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
+  info->fixed_split_bytes = p->fixed_split_bytes;
+  info->split_kernel = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
+  return CGRT_SUCCESS;
+}
+
+cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_args *a) {
+  if (!p || p->magic != MLA_PLAN_MAGIC)
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_decode: plan is NULL or destroyed");
+  cgrt_runtime *rt = p->rt;
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_mla_decode");
+  if (st) return st;
+  if (!a) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: args is NULL");
+  if (a->size < sizeof *a)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: args->size is %zu, expected %zu", a->size, sizeof *a);
+  {
+    const char *null_name = !a->q ? "q" : !a->kv_cache ? "kv_cache" : !a->block_table ? "block_table"
+                          : !a->seq_lens ? "seq_lens" : !a->out ? "out" : !a->lse ? "lse" : NULL;
+    if (null_name)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: %s is NULL", null_name);
+  }
+  if (a->num_rows <= 0 || a->num_rows > p->max_rows || a->num_rows % p->o.block_len != 0)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: num_rows %d must be in 1..%d (max_rows) and a multiple "
+                      "of block_len %d", a->num_rows, p->max_rows, p->o.block_len);
+  if (!isfinite(a->softmax_scale))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: softmax_scale is not finite");
+
+  /* Same addresses every step once reserved (requests that fit are allowed during
+   * capture); asked each time so that a grown reservation before the lock is followed. */
+  CUdeviceptr ws[3];
+  st = cgrt_workspace_request(rt, p->o.lane, MLA_WORKSPACE_NAME, p->descs, 3, ws);
+  if (st) {
+    cgrt__error_prefix("cgrt_mla_decode");
+    return st;
+  }
+  CUdeviceptr counters = 0;
+  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+    size_t bytes = 0;
+    st = cgrt_counters_get(rt, &counters, &bytes);
+    if (st) {
+      cgrt__error_prefix("cgrt_mla_decode");
+      return st;
+    }
+    if (!counters || bytes < p->counter_bytes)
+      return cgrt__fail(CGRT_ERROR_INTERNAL,
+                        "cgrt_mla_decode: counter buffer holds %zu bytes, the plan needs %zu",
+                        bytes, p->counter_bytes);
+    counters += p->counter_offset * sizeof(unsigned);
+  }
+
+  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = p->s.parts;
+  int min_tiles = p->min_tiles, qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
+  int ps = p->o.page_size;
+  float scale = a->softmax_scale;
+  CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
+              bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
+  const cgrt__driver *drv = rt->drv;
+  CUresult r;
+
+  void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles};
+  r = drv->cuLaunchKernel(p->f_sched, 1, 1, 1, 1024, 1, 1, 0, stream, sched_args, NULL);
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: schedule kernel");
+
+  void *split_args[] = {&q,    &kv,    &bt,  &meta, &out, &lse, &po,   &pl,  &counters,
+                        &rows, &qh,    &hg,  &parts, &mbps, &ps, &bl, &scale};
+  r = drv->cuLaunchKernel(p->f_split, (unsigned)p->s.groups, (unsigned)parts, 1,
+                          (unsigned)p->s.threads, 1, 1, (unsigned)p->s.smem, stream, split_args, NULL);
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: split kernel");
+
+  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
+    void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
+    r = drv->cuLaunchKernel(p->f_comb, (unsigned)qh, (unsigned)rows, 1, 128, 1, 1, 0, stream,
+                            comb_args, NULL);
+    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: combine kernel");
+  }
+  return CGRT_SUCCESS;
+}

@@ -1,0 +1,514 @@
+// Graph capture and replay through the public API (include/cgrt/cgrt_graphs.h), on the
+// driver CGRT_DRIVER selects: the emulation in CI, the real driver on an H200.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgrt/cgrt_fault.h"
+#include "cgrt/cgrt_graphs.h"
+#include "cgrt/cgrt_workspace.h"
+#include "tests/graphs/synth_engine.h"
+
+using synth::Engine;
+
+namespace {
+
+class GraphsTest : public ::testing::Test {
+ protected:
+  cgrt_runtime *rt = nullptr;
+  Engine eng;
+  cgrt_graphs *set = nullptr;
+  cgrt_buffer_desc descs[synth::NB];
+  std::mt19937 rng{1234};
+
+  void start(synth::Config cfg = synth::Config(), int fault = 0) {
+    rt = cgrt_test::make_runtime(fault);
+    ASSERT_NE(rt, nullptr);
+    ASSERT_TRUE(eng.init(rt, cfg)) << "engine setup failed";
+    eng.randomize(rng, eng.a.p[synth::X], eng.b.p[synth::X], eng.max_rows);
+    eng.randomize(rng, eng.a.p[synth::WIN], eng.b.p[synth::WIN], eng.max_rows);
+  }
+  void TearDown() override {
+    cgrt_fault_set(nullptr);
+    if (set) {
+      EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    }
+    set = nullptr;
+    eng.destroy();
+    if (rt) cgrt_runtime_destroy(rt);
+  }
+  void make_set(cgrt_graphs_options *o) {
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, o, &set));
+  }
+  void default_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE) {
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    o.replay_mode = mode;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
+  cgrt_status sync() { return cgrt_runtime_synchronize(rt); }
+
+  // Current addresses of the set's buffers (a, as moved by bindings).
+  std::vector<CUdeviceptr> cur;
+
+  // Prepares one step: zeroes OUT in both copies, writes the per-request inputs.
+  synth::Engine::Batch prepare(int reqs, int k, int headroom = 0) {
+    auto bt = eng.random_batch(rng, reqs, k, headroom);
+    std::vector<float> zero((size_t)eng.max_rows, 0.0f);
+    eng.put(cur[synth::OUT], zero);
+    eng.put(eng.b.p[synth::OUT], zero);
+    return bt;
+  }
+  void write_a(const synth::Engine::Batch &bt) {
+    eng.put(cur[synth::REQ_SEQ], bt.seq);
+    eng.put(cur[synth::REQ_POS], bt.pos);
+    eng.put(cur[synth::BT], bt.bt);
+  }
+
+  // Compares replayed results (at cur) with the eager reference (b).
+  void expect_same(const synth::Engine::Batch &bt, int bucket_rows, const char *what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+    int rows = bt.reqs * bt.k;
+    using synth::Buf;
+    for (Buf f : {synth::OUT, synth::Y, synth::Z, synth::WOUT}) {
+      auto va = eng.get<float>(cur[f], rows), vb = eng.get<float>(eng.b.p[f], rows);
+      EXPECT_EQ(va, vb) << "buffer " << synth::kNames[f] << " rows " << rows;
+    }
+    size_t kvn = eng.a.bytes[synth::KV] / 4;
+    EXPECT_EQ(eng.get<float>(cur[synth::KV], kvn), eng.get<float>(eng.b.p[synth::KV], kvn)) << "kv cache";
+    EXPECT_EQ(eng.get<int32_t>(cur[synth::SEQ], rows), eng.get<int32_t>(eng.b.p[synth::SEQ], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::POS], rows), eng.get<int64_t>(eng.b.p[synth::POS], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::SLOT], rows), eng.get<int64_t>(eng.b.p[synth::SLOT], rows));
+    if (bucket_rows > rows) {  // padding rows are inert
+      auto seq = eng.get<int32_t>(cur[synth::SEQ], bucket_rows);
+      auto slot = eng.get<int64_t>(cur[synth::SLOT], bucket_rows);
+      auto out = eng.get<float>(cur[synth::OUT], bucket_rows);
+      for (int i = rows; i < bucket_rows; i++) {
+        EXPECT_EQ(seq[i], 0) << "padding row " << i;
+        EXPECT_EQ(slot[i], -1) << "padding row " << i;
+        EXPECT_EQ(out[i], 0.0f) << "padding row " << i;
+      }
+    }
+  }
+
+  // One random step in `mode` through the set vs the eager reference.
+  void step_and_check(cgrt_graph_mode mode, int reqs, const std::vector<cgrt_binding> &bind,
+                      const char *what) {
+    int k = mode == CGRT_GRAPH_BLOCK ? eng.cfg.block_len : 1;
+    auto bt = prepare(reqs, k);
+    write_a(bt);
+    int bucket = cgrt_graphs_bucket_rows(set, mode, reqs);
+    CGRT_ASSERT_OK(cgrt_graphs_step(set, mode, reqs, bind.data(), bind.size()));
+    eng.eager_reference(bt, eng.b.p);
+    expect_same(bt, bucket, what);
+  }
+  void init_cur() { cur.assign(eng.a.p, eng.a.p + synth::NB); }
+  uint64_t patched() {
+    cgrt_graphs_stats s{};
+    s.size = sizeof s;
+    EXPECT_EQ(cgrt_graphs_get_stats(set, &s), CGRT_SUCCESS);
+    return s.nodes_patched;
+  }
+  cgrt_graphs_stats stats() {
+    cgrt_graphs_stats s{};
+    s.size = sizeof s;
+    EXPECT_EQ(cgrt_graphs_get_stats(set, &s), CGRT_SUCCESS);
+    return s;
+  }
+};
+
+TEST_F(GraphsTest, DefaultBucketsAndDispatch) {
+  start();
+  default_set();
+  // decode: 1, 2, 4, 8, 16, 24, 32 (max_num_seqs 32); block k=4: multiples of 4 up to 128.
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 1), 1);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 3), 4);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 9), 16);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 17), 24);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 32), 32);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 1), 4);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 3), 16);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 5), 24);
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 32), 128);
+  size_t n = cgrt_graphs_bucket_count(set);
+  int prev = 1 << 30, decode = 0, block = 0;
+  for (size_t i = 0; i < n; i++) {
+    cgrt_bucket_info b{};
+    b.size = sizeof b;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, i, &b));
+    EXPECT_TRUE(b.captured);
+    EXPECT_GE(b.nodes, 6u);  // metadata + attn + scale + memcpy + memset + scale
+    if (b.mode == CGRT_GRAPH_BLOCK) {
+      EXPECT_EQ(b.rows % 4, 0);
+      if (block++ == 0) prev = 1 << 30;
+    } else {
+      decode++;
+    }
+    EXPECT_LT(b.rows, prev) << "largest first";
+    prev = b.rows;
+  }
+  EXPECT_EQ(decode, 7);
+  EXPECT_EQ(block, 2 + 15);  // 4, 8, 16, 24, ..., 128
+  cgrt_graphs_stats s = stats();
+  EXPECT_EQ(s.buckets, n);
+  EXPECT_GT(s.capture_seconds, 0.0);
+}
+
+TEST_F(GraphsTest, ReplayEqualsEagerRandomBatchesBothModes) {
+  start();
+  default_set();
+  init_cur();
+  for (int t = 0; t < 24; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    cgrt_graph_mode mode = t % 2 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
+    step_and_check(mode, reqs, {}, mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+    if (HasFailure()) return;
+  }
+  cgrt_graphs_stats s = stats();
+  EXPECT_EQ(s.steps, 24u);
+  EXPECT_EQ(s.replays, 24u);
+  EXPECT_EQ(s.eager_fallbacks, 0u);
+}
+
+TEST_F(GraphsTest, RebindingPatchesOnlyAffectedNodesIncludingForeignKernels) {
+  start();
+  default_set();
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  // Nodes of the graph that reference each buffer (the bucket of 5 requests = 8 rows):
+  // prepare(req_*, seq, pos, slot), attn(seq, pos, slot, x, kv, out), scale(out, y),
+  // memcpy(z <- y), memset(scratch), scale(w_in, w_out).
+  struct Case {
+    synth::Buf buf;
+    uint64_t nodes;
+  } cases[] = {{synth::X, 1},   {synth::Y, 2},    {synth::Z, 1},    {synth::SCR, 1},
+               {synth::WIN, 1}, {synth::WOUT, 1}, {synth::SEQ, 2},  {synth::KV, 1},
+               {synth::OUT, 2}, {synth::BT, 1}};
+  for (const Case &c : cases) {
+    CUdeviceptr alt = eng.alloc(eng.a.bytes[c.buf]);
+    ASSERT_NE(alt, 0u);
+    // Same content in the new buffer as in the reference's.
+    std::vector<unsigned char> bytes(eng.a.bytes[c.buf]);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[c.buf], bytes.size()), CUDA_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyHtoD(alt, bytes.data(), bytes.size()), CUDA_SUCCESS);
+    cur[c.buf] = alt;
+    uint64_t before = patched();
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
+    EXPECT_EQ(patched() - before, c.nodes) << "nodes patched for " << synth::kNames[c.buf];
+    // A step without moves patches nothing.
+    before = patched();
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, "same address again");
+    EXPECT_EQ(patched() - before, 0u);
+    if (HasFailure()) return;
+  }
+  // Another bucket catches up with every move at once.
+  step_and_check(CGRT_GRAPH_BLOCK, 7, {}, "block bucket after moves");
+  EXPECT_GE(stats().rebinds, 10u);
+}
+
+TEST_F(GraphsTest, CopyInReplay) {
+  start();
+  default_set(CGRT_REPLAY_COPY_IN);
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 6, {}, "baseline");
+  CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
+  CUdeviceptr y2 = eng.alloc(eng.a.bytes[synth::Y]);
+  eng.randomize(rng, x2, eng.b.p[synth::X], eng.max_rows);
+  // Inputs are copied into the static buffers, outputs copied out: read y from y2.
+  auto bt = prepare(6, 1);
+  write_a(bt);
+  uint64_t before = patched();
+  std::vector<cgrt_binding> bind = {{synth::X, x2, 0}, {synth::Y, y2, 0}};
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, bind.data(), bind.size()));
+  eng.eager_reference(bt, eng.b.p);
+  ASSERT_EQ(sync(), CGRT_SUCCESS);
+  EXPECT_EQ(eng.get<float>(y2, 6), eng.get<float>(eng.b.p[synth::Y], 6));
+  EXPECT_EQ(eng.get<float>(eng.a.p[synth::OUT], 6), eng.get<float>(eng.b.p[synth::OUT], 6));
+  EXPECT_EQ(patched() - before, 0u) << "copy-in replay never patches nodes";
+  EXPECT_EQ(stats().copies, 3u);  // x in, y in (INOUT), y out
+  CUdeviceptr big = eng.alloc(eng.a.bytes[synth::X] * 2);
+  cgrt_binding too_big = {synth::X, big, eng.a.bytes[synth::X] * 2};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, &too_big, 1));
+}
+
+TEST_F(GraphsTest, ExecUpdateReplayAndReinstantiateOnTopologyChange) {
+  start();
+  default_set(CGRT_REPLAY_EXEC_UPDATE);
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 3, {}, "baseline");
+  CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
+  eng.randomize(rng, x2, eng.b.p[synth::X], eng.max_rows);
+  cur[synth::X] = x2;
+  step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x2, 0}}, "exec update");
+  EXPECT_EQ(stats().exec_updates, 1u);
+  EXPECT_EQ(stats().reinstantiations, 0u);
+  step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x2, 0}}, "no move: no update");
+  EXPECT_EQ(stats().exec_updates, 1u);
+  eng.extra_node = 1;  // the re-capture now has another node: the update is refused
+  CUdeviceptr x3 = eng.alloc(eng.a.bytes[synth::X]);
+  eng.randomize(rng, x3, eng.b.p[synth::X], eng.max_rows);
+  cur[synth::X] = x3;
+  step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x3, 0}}, "re-instantiate");
+  EXPECT_EQ(stats().reinstantiations, 1u);
+  step_and_check(CGRT_GRAPH_DECODE, 2, {}, "after re-instantiation");
+}
+
+TEST_F(GraphsTest, CheckedReplayCatchesWorkspaceReallocatedAfterCapture) {
+  start();
+  cgrt_tensor_desc t{};
+  t.ndim = 1;
+  t.shape[0] = eng.max_rows;
+  t.dtype = CGRT_DTYPE_F32;
+  CUdeviceptr ws = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_request(rt, CGRT_LANE_TARGET, "synth.w", &t, 1, &ws));
+  eng.ws_ptr = ws;
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.checked_replay = 1;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  auto bt = prepare(4, 1);
+  write_a(bt);
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
+  // The workspace grows (not locked): new storage, the old address is freed.
+  t.shape[0] = 4 * eng.max_rows;
+  CUdeviceptr ws2 = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_request(rt, CGRT_LANE_TARGET, "synth.w", &t, 1, &ws2));
+  ASSERT_NE(ws2, ws);
+  std::vector<float> sentinel((size_t)eng.max_rows, 5.0f);
+  eng.put(eng.a.p[synth::OUT], sentinel);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("gt_scale"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parameter 2"), std::string::npos) << msg;
+  EXPECT_EQ(eng.get<float>(eng.a.p[synth::OUT], 4), std::vector<float>(4, 5.0f)) << "nothing launched";
+}
+
+TEST_F(GraphsTest, CheckedReplayCatchesUndeclaredRange) {
+  start();
+  CUdeviceptr h = eng.alloc((size_t)eng.max_rows * 4);
+  eng.ws_ptr = h;
+  cgrt_range r = {h, (size_t)eng.max_rows * 4, "host scratch"};
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.checked_replay = 1;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &r, 1));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  auto bt = prepare(2, 4);
+  write_a(bt);
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, nullptr, 0));  // the host freed it
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &r, 1));
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+}
+
+TEST_F(GraphsTest, CaptureFailureLeavesSetAndStreamUsable) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  make_set(&o);
+  eng.fail_at_rows = 16;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("16 rows"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("enqueue callback"), std::string::npos) << msg;
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 10), 24) << "16 skipped";
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 10, {}, "other buckets usable");
+  eng.fail_at_rows = -1;
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // captures the missing bucket on the same stream
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 10), 16);
+  step_and_check(CGRT_GRAPH_DECODE, 10, {}, "recaptured bucket");
+
+  // A workspace growth inside the callback during capture.
+  eng.grow_workspace = 1;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 8));
+  msg = cgrt_last_error();
+  EXPECT_NE(msg.find("CGRT_ERROR_CAPTURING"), std::string::npos) << msg;
+  eng.grow_workspace = 0;
+  step_and_check(CGRT_GRAPH_DECODE, 12, {}, "after a failed re-capture");
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 7), 16) << "8 is gone";
+}
+
+TEST_F(GraphsTest, EagerFallbackPastLargestBucket) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  int sizes[] = {4, 1, 2};
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 3;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 6, {}, "eager fallback");
+  step_and_check(CGRT_GRAPH_BLOCK, 3, {}, "block eager fallback");
+  EXPECT_EQ(stats().eager_fallbacks, 2u);
+  step_and_check(CGRT_GRAPH_DECODE, 3, {}, "replay");
+  EXPECT_EQ(stats().replays, 1u);
+  cgrt_graphs_destroy(set);
+  set = nullptr;
+  o.fail_past_largest = 1;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_NO_BUCKET, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, nullptr, 0));
+}
+
+TEST_F(GraphsTest, DraftLoopEqualsKSingleSteps) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  o.draft_steps = 3;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  for (int t = 0; t < 12; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    auto bt = prepare(reqs, 1, 3);
+    if (t % 3 == 0) bt.seq[0] = eng.cfg.max_model_len - 1;  // exercises the clamp
+    write_a(bt);
+    int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
+    CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
+    eng.eager_reference(bt, eng.b.p, 3);
+    expect_same(bt, bucket, "draft loop");
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(stats().draft_loops, 12u);
+}
+
+// ---- fault injection -------------------------------------------------------------------
+
+TEST_F(GraphsTest, FaultInjectionAcrossCaptureInstantiate) {
+  start(synth::Config(), 1);
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  int sizes[] = {8, 4};
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 2;
+  init_cur();
+  make_set(&o);
+  cgrt_fault_plan plan{};
+  plan.size = sizeof plan;
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  unsigned long n = cgrt_fault_calls();
+  ASSERT_GT(n, 10u);
+  cgrt_fault_set(nullptr);
+  cgrt_graphs_destroy(set);
+  set = nullptr;
+  for (unsigned long i = 1; i <= n; i++) {
+    make_set(&o);
+    plan.fail_at = i;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    cgrt_status st = cgrt_graphs_capture(set);
+    std::string sym = cgrt_fault_last_symbol();
+    cgrt_fault_set(nullptr);
+    EXPECT_TRUE(st == CGRT_SUCCESS || st == CGRT_ERROR_CAPTURE_FAILED || st == CGRT_ERROR_DRIVER ||
+                st == CGRT_ERROR_OUT_OF_MEMORY)
+        << "call " << i << " (" << sym << "): " << cgrt_status_name(st);
+    if (st != CGRT_SUCCESS) {
+      EXPECT_STRNE(cgrt_last_error(), "") << "call " << i;
+    }
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    step_and_check(CGRT_GRAPH_DECODE, 3, {}, "after a capture fault");
+    cgrt_graphs_destroy(set);
+    set = nullptr;
+    if (HasFailure()) {
+      ADD_FAILURE() << "fault at call " << i << " (" << sym << ")";
+      return;
+    }
+  }
+}
+
+TEST_F(GraphsTest, FaultInjectionAcrossPatchAndLaunch) {
+  start(synth::Config(), 1);
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  init_cur();
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  step_and_check(CGRT_GRAPH_DECODE, 3, {}, "baseline");
+  CUdeviceptr xs[2] = {eng.alloc(eng.a.bytes[synth::X]), eng.alloc(eng.a.bytes[synth::Y])};
+  CUdeviceptr ys[2] = {eng.alloc(eng.a.bytes[synth::Y]), eng.alloc(eng.a.bytes[synth::Y])};
+  cgrt_fault_plan plan{};
+  plan.size = sizeof plan;
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  std::vector<cgrt_binding> bind = {{synth::X, xs[0], 0}, {synth::Y, ys[0], 0}};
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, bind.data(), bind.size()));
+  unsigned long n = cgrt_fault_calls();
+  cgrt_fault_set(nullptr);
+  ASSERT_GE(n, 4u);
+  // That step had no eager twin: bring the reference's KV cache in line.
+  ASSERT_EQ(sync(), CGRT_SUCCESS);
+  ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(sync(), CGRT_SUCCESS);  // 3 node updates (attn, scale, memcpy) + metadata + launch
+  for (unsigned long i = 1; i <= n; i++) {
+    int w = (int)(i % 2);
+    eng.randomize(rng, xs[w], eng.b.p[synth::X], eng.max_rows);
+    bind = {{synth::X, xs[w], 0}, {synth::Y, ys[w], 0}};
+    cur[synth::X] = xs[w];
+    cur[synth::Y] = ys[w];
+    int reqs = 1 + (int)(i % 7);
+    plan.fail_at = i;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    cgrt_status st = cgrt_graphs_step(set, CGRT_GRAPH_DECODE, reqs, bind.data(), bind.size());
+    std::string sym = cgrt_fault_last_symbol();
+    cgrt_fault_set(nullptr);
+    EXPECT_TRUE(st == CGRT_SUCCESS || st == CGRT_ERROR_DRIVER) << i << " " << sym << " " << cgrt_status_name(st);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // A step that ran (the fault fell past its calls) had no eager twin: resync the KV.
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // The same step again succeeds and matches eager.
+    step_and_check(CGRT_GRAPH_DECODE, reqs, bind, "after a step fault");
+    if (HasFailure()) {
+      ADD_FAILURE() << "fault at call " << i << " (" << sym << ")";
+      return;
+    }
+  }
+}
+
+TEST_F(GraphsTest, InvalidArguments) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  cgrt_graphs *s = nullptr;
+  o.enqueue = nullptr;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_create(rt, &o, &s));
+  eng.options(&o, descs);
+  descs[synth::SEQ].bytes = 8;  // too small for the largest bucket
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_create(rt, &o, &s));
+  EXPECT_NE(std::string(cgrt_last_error()).find("seq_lens"), std::string::npos);
+  eng.options(&o, descs);
+  make_set(&o);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 0, nullptr, 0));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 33, nullptr, 0));
+  cgrt_binding bad = {99, 1, 0};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, &bad, 1));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_NOT_SUPPORTED, cgrt_graphs_draft(set, 1, nullptr, 0));
+  EXPECT_EQ(cgrt_graphs_destroy(nullptr), CGRT_SUCCESS);
+}
+
+TEST_F(GraphsTest, RuntimeDestroyTakesLiveSets) {
+  start();
+  default_set();
+  eng.destroy();
+  EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);  // destroys the set, logs a warning
+  rt = nullptr;
+  set = nullptr;
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+// Foreign kernels of a synthetic host engine, for the graph tests (not cgrt's kernels).
+// C references with the same semantics are registered by tests/graphs/synth_engine.h.
+
+// One "attention" row per thread: inert when seq_len is 0 (output 0, no KV write).
+extern "C" __global__ void gt_attn(int rows, const int *seq_lens, const long long *positions,
+                                   const long long *slots, const float *x, float *kv, float *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  int s = seq_lens[i];
+  if (s <= 0) {
+    out[i] = 0.0f;
+    return;
+  }
+  float v = x[i] * 2.0f + (float)s * 0.5f + (float)(positions[i] % 97) * 0.25f;
+  long long sl = slots[i];
+  if (sl >= 0) kv[sl] = v;
+  out[i] = out[i] * 0.5f + v;
+}
+
+extern "C" __global__ void gt_scale(int n, const float *in, float *out, float a) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * a + 1.0f;
+}
