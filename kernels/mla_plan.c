@@ -205,6 +205,10 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     if (null_name)
       return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: %s is NULL", null_name);
   }
+  if (((a->q | a->kv_cache | a->out) & 15) || ((a->block_table | a->seq_lens | a->lse) & 3))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: q, kv_cache and out must be 16-byte aligned, "
+                      "block_table, seq_lens and lse 4-byte aligned");
   if (a->num_rows <= 0 || a->num_rows > p->max_rows || a->num_rows % p->o.block_len != 0)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_decode: num_rows %d must be in 1..%d (max_rows) and a multiple "

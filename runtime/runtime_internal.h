@@ -42,7 +42,7 @@ struct cgrt_runtime {
   char device_name[256];
   int cc_major, cc_minor, sm_count;
   size_t total_memory;
-  CUmodule modules[16]; /* the embedded kernels: one module per kernels/*.cu file */
+  CUmodule modules[16]; /* the embedded kernels: one module per kernels/ .cu file */
   int module_count;
 
   pthread_mutex_t mu; /* guards workspaces and counters */

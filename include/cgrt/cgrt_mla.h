@@ -112,7 +112,9 @@ void cgrt_mla_plan_destroy(cgrt_mla_plan *plan);
  * CGRT_ERROR_INVALID_ARGUMENT (NULL info or info->size too small). Thread-safe. */
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *plan, cgrt_mla_plan_info *info);
 
-/* One decode step's tensors (device addresses, dense, row-major). */
+/* One decode step's tensors (device addresses, dense, row-major). q, kv_cache and out
+ * must be 16-byte aligned, the others 4-byte aligned. Block-table entries must be valid
+ * page indices for every position below the (clamped) seq_len; they are not checked. */
 typedef struct cgrt_mla_args {
   size_t size;             /* sizeof(cgrt_mla_args) */
   CUdeviceptr q;           /* bf16 [num_rows, q_heads, 576] */
@@ -135,8 +137,8 @@ typedef struct cgrt_mla_args {
  * The launches of one plan lane must not run concurrently (they share the lane's
  * partials and counters): use one stream per lane.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
- * CGRT_ERROR_INVALID_ARGUMENT (NULL args or a NULL tensor, size too small, num_rows out
- * of range or not a multiple of block_len, scale not finite);
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL args or a NULL tensor, misaligned tensor, size too
+ * small, num_rows out of range or not a multiple of block_len, scale not finite);
  * CGRT_ERROR_WORKSPACE_LOCKED or CGRT_ERROR_CAPTURING (the lane's "mla.decode"
  * reservation was grown by a larger plan after the lock / the counter buffer is not yet
  * allocated during capture); CGRT_ERROR_DRIVER (a launch failed). Thread-safe for different lanes.

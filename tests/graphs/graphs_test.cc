@@ -8,6 +8,8 @@
 
 #include "cgrt/cgrt_fault.h"
 #include "cgrt/cgrt_graphs.h"
+#include "cgrt/cgrt_memory.h"
+#include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
 #include "tests/graphs/synth_engine.h"
 
@@ -386,6 +388,67 @@ TEST_F(GraphsTest, DraftLoopEqualsKSingleSteps) {
   EXPECT_EQ(stats().draft_loops, 12u);
 }
 
+// Under DCP the draft loop is K single-step replays with host-rebuilt metadata.
+struct DcpRebuild {
+  Engine *eng;
+  const synth::Engine::Batch *bt;
+  std::vector<CUdeviceptr> *cur;
+  int calls = 0;
+};
+static cgrt_status dcp_rebuild(void *user, CUstream, int next_step, const cgrt_batch_desc *) {
+  auto *r = static_cast<DcpRebuild *>(*static_cast<void **>(user));
+  r->calls++;
+  std::vector<int32_t> seq(r->bt->seq);
+  std::vector<int64_t> pos(r->bt->pos);
+  for (int i = 0; i < r->bt->reqs; i++) {
+    seq[i] = std::min(seq[i] + next_step, r->eng->cfg.max_model_len);
+    pos[i] += next_step;
+  }
+  const cgrt__driver *d = r->eng->drv;
+  if (d->cuMemcpyHtoD((*r->cur)[synth::REQ_SEQ], seq.data(), seq.size() * 4) != CUDA_SUCCESS ||
+      d->cuMemcpyHtoD((*r->cur)[synth::REQ_POS], pos.data(), pos.size() * 8) != CUDA_SUCCESS)
+    return CGRT_ERROR_DRIVER;
+  return CGRT_SUCCESS;
+}
+
+TEST_F(GraphsTest, DraftLoopUnderDcpFallsBackToSingleSteps) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  o.draft_steps = 3;
+  o.dcp_world_size = 2;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  CGRT_EXPECT_STATUS(CGRT_ERROR_NOT_SUPPORTED, cgrt_graphs_draft(set, 3, nullptr, 0));  // no rebuild callback
+  cgrt_graphs_destroy(set);
+  set = nullptr;
+  // The callback's user pointer is the engine's; route through a small indirection.
+  DcpRebuild rb{&eng, nullptr, &cur};
+  void *rb_ptr = &rb;
+  o.draft_rebuild = dcp_rebuild;
+  o.user = &rb_ptr;
+  o.enqueue = [](void *user, CUstream s, const cgrt_batch_desc *d) {
+    auto *r = static_cast<DcpRebuild *>(*static_cast<void **>(user));
+    return r->eng->enqueue(s, d->padded_rows, d->buffers);
+  };
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  for (int t = 0; t < 4; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    auto bt = prepare(reqs, 1, 3);
+    rb.bt = &bt;
+    write_a(bt);
+    int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
+    CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
+    eng.eager_reference(bt, eng.b.p, 3);
+    expect_same(bt, bucket, "dcp draft fallback");
+  }
+  EXPECT_EQ(rb.calls, 4 * 2);
+  EXPECT_EQ(stats().replays, 4u * 3u);
+}
+
 // ---- fault injection -------------------------------------------------------------------
 
 TEST_F(GraphsTest, FaultInjectionAcrossCaptureInstantiate) {
@@ -500,6 +563,40 @@ TEST_F(GraphsTest, InvalidArguments) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, &bad, 1));
   CGRT_EXPECT_STATUS(CGRT_ERROR_NOT_SUPPORTED, cgrt_graphs_draft(set, 1, nullptr, 0));
   EXPECT_EQ(cgrt_graphs_destroy(nullptr), CGRT_SUCCESS);
+}
+
+static void scale_ref_public(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
+  int n = *(const int *)(const void *)(p + off[0]);
+  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
+  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
+  float a = *(const float *)(const void *)(p + off[3]);
+  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
+}
+
+TEST_F(GraphsTest, ModuleApiLoadsAndLaunchesAHostKernel) {
+  start();
+  size_t sizes[4] = {4, 8, 8, 4};
+  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
+  cgrt_module *m = nullptr;
+  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m));
+  CUfunction f = nullptr;
+  CGRT_ASSERT_OK(cgrt_module_function(m, "gt_scale", &f));
+  CUfunction none = nullptr;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_module_function(m, "no_such_kernel", &none));
+  std::vector<float> in(64), out(64);
+  for (int i = 0; i < 64; i++) in[i] = (float)i;
+  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, eng.a.p[synth::WIN], in.data(), 256));
+  int n = 64;
+  CUdeviceptr pin = eng.a.p[synth::WIN], pout = eng.a.p[synth::WOUT];
+  float a = 2.0f;
+  void *args[] = {&n, &pin, &pout, &a};
+  CGRT_ASSERT_OK(cgrt_launch_kernel(rt, f, 1, 1, 1, 64, 1, 1, 0, nullptr, args));
+  CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, nullptr));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, out.data(), pout, 256));
+  for (int i = 0; i < 64; i++) EXPECT_EQ(out[i], 2.0f * i + 1.0f);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_launch_kernel(rt, f, 0, 1, 1, 64, 1, 1, 0, nullptr, args));
+  CGRT_ASSERT_OK(cgrt_module_unload(m));
+  EXPECT_EQ(cgrt_module_unload(nullptr), CGRT_SUCCESS);
 }
 
 TEST_F(GraphsTest, RuntimeDestroyTakesLiveSets) {

@@ -396,6 +396,9 @@ TEST_F(Mla, BadArguments) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
   EXPECT_NE(std::string(cgrt_last_error()).find("kv_cache"), std::string::npos);
   b = a;
+  b.out = 258;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
+  b = a;
   b.softmax_scale = NAN;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
   b = a;

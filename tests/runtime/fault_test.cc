@@ -110,7 +110,9 @@ void fail_each_call_once(cgrt_driver_kind kind, bool check_leaks) {
   }
   unsigned long total = cgrt_fault_calls();
   ASSERT_GT(total, 20u);
-  if (check_leaks) ASSERT_EQ(cgrt__emu_live_objects(), live0);
+  if (check_leaks) {
+    ASSERT_EQ(cgrt__emu_live_objects(), live0);
+  }
   int injected = 0;
   for (unsigned long i = 1; i <= total; i++) {
     plan.fail_at = i;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_workspace.h"
 #include "runtime/runtime_internal.h"  // the driver table: the seam to poke device memory
 #include "tests/common/test_util.h"
@@ -225,6 +226,38 @@ TEST(WorkspaceHandles, DeadRuntimeIsRejected) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_counters_verify(rt));
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_workspace_verify(rt));
   EXPECT_EQ(cgrt_workspace_is_locked(rt), 0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Memory, CopiesAndFillsRoundTrip) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  cgrt_tensor_desc d = desc2(2, 64, CGRT_DTYPE_I32);
+  CUdeviceptr p[2];
+  cgrt_tensor_desc two[2] = {d, d};
+  CGRT_ASSERT_OK(cgrt_workspace_request(rt, 0, "mem", two, 2, p));
+  std::vector<int32_t> src(128), dst(128, -1);
+  for (int i = 0; i < 128; i++) src[i] = i * 7 - 300;
+  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, p[0], src.data(), 512));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtod_async(rt, p[1], p[0], 512, nullptr));
+  CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, nullptr));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, dst.data(), p[1], 512));
+  EXPECT_EQ(src, dst);
+  CGRT_ASSERT_OK(cgrt_memset_d8(rt, p[1] + 8, 0xFF, 8));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, dst.data(), p[1], 512));
+  EXPECT_EQ(dst[1], src[1]);
+  EXPECT_EQ(dst[2], -1);
+  EXPECT_EQ(dst[3], -1);
+  EXPECT_EQ(dst[4], src[4]);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_memcpy_htod(rt, p[0], nullptr, 4));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_memcpy_dtoh(rt, dst.data(), 0, 4));
+  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, 0, nullptr, 0));  // zero bytes: nothing to do
+  CGRT_ASSERT_OK(cgrt_workspace_verify(rt));            // exact-size writes keep the guards
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_memcpy_htod(rt, p[0], src.data(), 4));
 }
 
 }  // namespace
