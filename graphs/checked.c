@@ -65,12 +65,11 @@ cgrt_status gx_check_after(cgrt_graphs *set) {
   CUresult r = set->drv->cuStreamSynchronize(set->stream);
   if (r != CUDA_SUCCESS)
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuStreamSynchronize", "checked replay");
-  CUdeviceptr c = 0;
-  size_t bytes = 0;
-  /* Only when a counter buffer exists; cgrt_counters_get would allocate one otherwise. */
-  if (set->rt->counters == 0) return CGRT_SUCCESS;
-  (void)c;
-  (void)bytes;
+  /* Only when a counter buffer exists (cgrt_counters_verify has nothing to check else). */
+  pthread_mutex_lock(&set->rt->mu);
+  int have = set->rt->counters != 0;
+  pthread_mutex_unlock(&set->rt->mu);
+  if (!have) return CGRT_SUCCESS;
   cgrt_status st = cgrt_counters_verify(set->rt);
   if (st != CGRT_SUCCESS) cgrt__error_prefix("checked replay, after launch");
   return st;

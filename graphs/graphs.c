@@ -116,7 +116,6 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   set->bufs = (cgrt_buffer_desc *)calloc(nb ? nb : 1, sizeof(cgrt_buffer_desc));
   set->current = (CUdeviceptr *)calloc(nb ? nb : 1, sizeof(CUdeviceptr));
   set->cur_bytes = (size_t *)calloc(nb ? nb : 1, sizeof(size_t));
-  set->step_addr = (CUdeviceptr *)calloc(nb ? nb : 1, sizeof(CUdeviceptr));
   set->copy_bind = (const cgrt_binding **)calloc(nb ? nb : 1, sizeof(cgrt_binding *));
   set->rt_cap = 256;
   set->rt_ranges = (cgrt__alloc_range *)calloc(set->rt_cap, sizeof(cgrt__alloc_range));
@@ -125,7 +124,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     sizes = (int *)malloc(options->num_capture_sizes * sizeof(int));
     if (sizes) memcpy(sizes, options->capture_sizes, options->num_capture_sizes * sizeof(int));
   }
-  if (!set->bufs || !set->current || !set->cur_bytes || !set->step_addr || !set->copy_bind ||
+  if (!set->bufs || !set->current || !set->cur_bytes || !set->copy_bind ||
       !set->rt_ranges || (options->capture_sizes && options->num_capture_sizes && !sizes)) {
     free(sizes);
     cgrt_graphs_destroy(set);
@@ -193,7 +192,6 @@ cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
   free(set->bufs);
   free(set->current);
   free(set->cur_bytes);
-  free(set->step_addr);
   free(set->copy_bind);
   free(set->rt_ranges);
   free(set->execs);

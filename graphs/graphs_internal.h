@@ -99,7 +99,6 @@ struct cgrt_graphs {
   CUdeviceptr *current;   /* current address of each buffer */
   uint64_t gen;           /* bumped whenever a binding moves a buffer */
   size_t *cur_bytes;
-  CUdeviceptr *step_addr; /* scratch: addresses seen by an eager step */
   const cgrt_binding **copy_bind; /* scratch: copy-in bindings of this step, by buffer */
 
   gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */

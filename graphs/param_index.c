@@ -152,7 +152,6 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
   if (set->f_prepare != NULL && (k->p.func == set->f_prepare || k->p.func == set->f_advance)) {
     e->meta_k[e->nmeta++] = kidx;
   }
-  (void)e;
   return CGRT_SUCCESS;
 }
 

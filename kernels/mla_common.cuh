@@ -9,17 +9,35 @@
 #define CGRT_MLA_TILE 32  /* KV tokens per pipeline tile */
 #define CGRT_MLA_KSTR 584 /* shared-memory row stride (elements) of a cached token */
 
+/* Pipeline of the split kernels: KV tokens per shared-memory stage (16 or 32; the
+ * schedule's ranges stay in 32-token tiles) and stages. m16 runs 2 CTAs/SM with five
+ * 16-token stages, so that four stages (74.75 KB) are in flight per CTA while it
+ * computes one (memory-bound: bytes in flight set the bandwidth). */
+#ifndef CGRT_MLA_M16_TS
+#define CGRT_MLA_M16_TS 16
+#endif
 #ifndef CGRT_MLA_M16_STAGES
-#define CGRT_MLA_M16_STAGES 2
+#define CGRT_MLA_M16_STAGES 5
+#endif
+#ifndef CGRT_MLA_M64_TS
+#define CGRT_MLA_M64_TS 32
 #endif
 #ifndef CGRT_MLA_M64_STAGES
 #define CGRT_MLA_M64_STAGES 2
 #endif
 
 /* Dynamic shared memory of the split kernels: the KV stages plus the S-partial exchange
- * buffer (2 parities x R row groups x 4 warps x 512 floats). */
-#define CGRT_MLA_SMEM_BYTES(R, STAGES) \
-  ((STAGES) * CGRT_MLA_TILE * CGRT_MLA_KSTR * 2 + 2 * (R) * 4 * 512 * 4)
+ * buffer (2 parities x R row groups x 4 warps x 16 x TS floats). */
+#define CGRT_MLA_SMEM_BYTES_TS(R, STAGES, TS) \
+  ((STAGES) * (TS) * CGRT_MLA_KSTR * 2 + 2 * (R) * 4 * 16 * (TS) * 4)
+#define CGRT_MLA_M16_SMEM CGRT_MLA_SMEM_BYTES_TS(1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS)
+#define CGRT_MLA_M64_SMEM CGRT_MLA_SMEM_BYTES_TS(4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS)
+/* The previous m16 pipeline (two 32-token stages), kept as cgrt_mla_split_m16_ts32 for
+ * A/B runs (CGRT_MLA_SPLIT=ts32 in the environment of the plan's creator). */
+#define CGRT_MLA_M16_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 2, 32)
+/* An m64 pipeline of three 16-token stages (fewer registers: no spill), for A/B runs
+ * (CGRT_MLA_SPLIT=m64ts16): cgrt_mla_split_m64_ts16. */
+#define CGRT_MLA_M64_TS16_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 3, 16)
 
 #endif
 
@@ -48,8 +66,7 @@ static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *
   s->m64 = s->hg > 16;
   s->groups = (q_heads + s->hg - 1) / s->hg;
   s->threads = s->m64 ? 512 : 128;
-  s->smem = s->m64 ? CGRT_MLA_SMEM_BYTES(4, CGRT_MLA_M64_STAGES)
-                   : CGRT_MLA_SMEM_BYTES(1, CGRT_MLA_M16_STAGES);
+  s->smem = s->m64 ? CGRT_MLA_M64_SMEM : CGRT_MLA_M16_SMEM;
   {
     const int per_sm = s->m64 ? 1 : (2 * (s->smem + 1024) <= 228 * 1024 ? 2 : 1);
     const int p = (sm_count > 0 ? sm_count : 1) * per_sm / s->groups;

@@ -135,19 +135,29 @@ __device__ void combine_heads(const float *part_o, const float *part_lse, bf16 *
 // R row groups of 16 query heads; each row group is 4 warps that split the 576-wide
 // dot products (144 each, Q fragments held in registers) and the 512 output columns
 // (128 each). S partials are summed through shared memory, every warp then holds the
-// whole 16 x 32 score tile in mma-accumulator layout and reuses it as the A operand.
-template <int R, int STAGES>
+// whole 16 x TS score tile in mma-accumulator layout and reuses it as the A operand.
+// The pipeline runs in stages of TS tokens (16 or 32); the schedule's ranges are in
+// 32-token tiles, a range's last stage stops at the row's length.
+template <int R, int STAGES, int TS>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg,
                                           int P, int mbps, int ps, int bl, float scale) {
+  static_assert(TS == 16 || TS == 32, "stage of 16 or 32 tokens");
   constexpr int NT = 128 * R;
+  constexpr int NB = TS / 8;  // n8 blocks of scores per stage
+  constexpr int KK = TS / 16; // k16 steps of P.V per stage
+  constexpr int SRED = 16 * TS; // floats of one warp's S partial
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *skv = reinterpret_cast<bf16 *>(smem);
-  float *sred = reinterpret_cast<float *>(smem + (size_t)STAGES * TN * KSTR * sizeof(bf16));
+  float *sred = reinterpret_cast<float *>(smem + (size_t)STAGES * TS * KSTR * sizeof(bf16));
   __shared__ int s_last;
+
+  // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wr = warp >> 2, wc = warp & 3;
@@ -186,26 +196,34 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   for (int r = lo, t = b0; t < b1; r++) {
     const int rs = ts[r], re = ts[r + 1];
     if (re <= t) continue;
-    const int ja = t - rs, jb = min(re, b1) - rs, n = jb - ja;
+    const int ja = t - rs, jb = min(re, b1) - rs;
     const int len = row_len[r];
     const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
     t = rs + jb;
+    // Stages [sa, sa + n) of TS tokens: from the first token of tile ja to the last of
+    // tile jb - 1 that lies below len (tile ja holds at least one such token).
+    const int sa = ja * (TN / TS);
+    const int n = (min(jb * TN, len) + TS - 1) / TS - sa;
     const int *btr = bt + (long long)(r / bl) * mbps;
 
-    // A tile (32 tokens, page size >= 16) spans at most two pages: tokens 0-15 lie in
-    // the page of tb, tokens 16-31 in the page of tb + 16. Both block-table entries are
-    // read up front so that the copies do not wait on one lookup each.
+    // A 32-token stage (page size >= 16) spans at most two pages: tokens 0-15 lie in
+    // the page of tb, tokens 16-31 in the page of tb + 16; a 16-token stage lies in one.
+    // The block-table entries are read up front so that the copies do not wait on one
+    // lookup each.
     auto load_tile = [&](int j, int stage) {
-      bf16 *dst = skv + stage * TN * KSTR;
-      const int tb = j * TN;
+      bf16 *dst = skv + stage * TS * KSTR;
+      const int tb = j * TS;
       const long long pg0 = __ldg(btr + (tb >> ps_shift));
-      const long long pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
       const bf16 *base0 = kv + (pg0 * ps + (tb & (ps - 1))) * D;
-      const bf16 *base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
+      const bf16 *base1 = base0;
+      if (TS > 16) {
+        const long long pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
+        base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
+      }
 #pragma unroll
-      for (int i = 0; i < (TN * CHUNKS + NT - 1) / NT; i++) {
+      for (int i = 0; i < (TS * CHUNKS + NT - 1) / NT; i++) {
         const int id = tid + i * NT;
-        if ((TN * CHUNKS) % NT == 0 || id < TN * CHUNKS) {
+        if ((TS * CHUNKS) % NT == 0 || id < TS * CHUNKS) {
           const int tok = id / CHUNKS, ch = id - tok * CHUNKS;
           const bool ok = tb + tok < len;
           const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
@@ -216,7 +234,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
-      if (s < n) load_tile(ja + s, s);
+      if (s < n) load_tile(sa + s, s);
       cp_commit();
     }
 
@@ -244,21 +262,21 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       __syncthreads();
       {
         const int nx = it + STAGES - 1;
-        if (nx < n) load_tile(ja + nx, nx % STAGES);
+        if (nx < n) load_tile(sa + nx, nx % STAGES);
         cp_commit();
       }
-      const bf16 *sk = skv + (it % STAGES) * TN * KSTR;
+      const bf16 *sk = skv + (it % STAGES) * TS * KSTR;
 
-      float sacc[4][4];
+      float sacc[NB][4];
 #pragma unroll
-      for (int j = 0; j < 4; j++) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
+      for (int j = 0; j < NB; j++) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.f;
       {
         const unsigned kb = smem_u32(sk + ((lane >> 4) * 8 + (lane & 7)) * KSTR + wc * 144 +
                                      ((lane >> 3) & 1) * 8);
 #pragma unroll
         for (int ks = 0; ks < 9; ks++) {
 #pragma unroll
-          for (int np = 0; np < 2; np++) {
+          for (int np = 0; np < NB / 2; np++) {
             uint32_t b00, b01, b10, b11;
             ldsm_x4(kb + (np * 16 * KSTR + ks * 16) * 2, b00, b01, b10, b11);
             mma16816(sacc[2 * np], qf[ks], b00, b01);
@@ -267,22 +285,22 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         }
       }
       // Sum the four column-slice partials of this row group.
-      float s[4][4];
+      float s[NB][4];
       {
-        float *sb = sred + (size_t)((par * R + wr) * 4) * 512;
+        float *sb = sred + (size_t)((par * R + wr) * 4) * SRED;
 #pragma unroll
-        for (int i = 0; i < 16; i++) sb[wc * 512 + i * 32 + lane] = sacc[i / 4][i % 4];
+        for (int i = 0; i < NB * 4; i++) sb[wc * SRED + i * 32 + lane] = sacc[i / 4][i % 4];
         bar_named(1 + wr, 128);
 #pragma unroll
-        for (int i = 0; i < 16; i++)
-          s[i / 4][i % 4] = ((sb[i * 32 + lane] + sb[512 + i * 32 + lane]) + sb[1024 + i * 32 + lane]) +
-                            sb[1536 + i * 32 + lane];
+        for (int i = 0; i < NB * 4; i++)
+          s[i / 4][i % 4] = ((sb[i * 32 + lane] + sb[SRED + i * 32 + lane]) + sb[2 * SRED + i * 32 + lane]) +
+                            sb[3 * SRED + i * 32 + lane];
         par ^= 1;
       }
-      const int tok0 = (ja + it) * TN + 2 * t4;
+      const int tok0 = (sa + it) * TS + 2 * t4;
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < NB; j++) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
           const bool ok = tok0 + j * 8 + e < len;
@@ -302,7 +320,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       m1 = mn1;
       float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
+      for (int j = 0; j < NB; j++) {
         s[j][0] = ex2(s[j][0] - mn0);
         s[j][1] = ex2(s[j][1] - mn0);
         s[j][2] = ex2(s[j][2] - mn1);
@@ -316,9 +334,9 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       for (int j = 0; j < 16; j++) {
         o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1;
       }
-      uint32_t pa[2][4];
+      uint32_t pa[KK][4];
 #pragma unroll
-      for (int kk = 0; kk < 2; kk++) {
+      for (int kk = 0; kk < KK; kk++) {
         pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
         pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
         pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
@@ -328,7 +346,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         const unsigned vb = smem_u32(sk + (((lane >> 3) & 1) * 8 + (lane & 7)) * KSTR + wc * 128 +
                                      (lane >> 4) * 8);
 #pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
+        for (int kk = 0; kk < KK; kk++) {
 #pragma unroll
           for (int dp = 0; dp < 8; dp++) {
             uint32_t b0_, b1_, b2_, b3_;
@@ -405,6 +423,9 @@ extern "C" __global__ void __launch_bounds__(1024)
                       int P, int min_tiles) {
   __shared__ int warp_sums[32];
   __shared__ int carry;
+  // The split kernel (launched with programmatic stream serialization) may start its
+  // CTAs now; its griddepcontrol.wait still waits for this grid to finish.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   int *row_len = meta;
   int *ts = meta + rows;
@@ -463,22 +484,90 @@ extern "C" __global__ void __launch_bounds__(1024)
   q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale
 
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS>(CGRT_MLA_SPLIT_ARGS);
+}
+// The previous m16 pipeline (two 32-token stages), for A/B runs (CGRT_MLA_SPLIT=ts32).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, 2, 32>(CGRT_MLA_SPLIT_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<4, CGRT_MLA_M64_STAGES>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS>(CGRT_MLA_SPLIT_ARGS);
+}
+// Three 16-token stages: no register spill, twice the barriers per token (A/B:
+// CGRT_MLA_SPLIT=m64ts16).
+extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts16(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<4, 3, 16>(CGRT_MLA_SPLIT_ARGS);
 }
 
-// Grid (q_heads, rows), 128 threads: the 4 warps take every 4th partial of one head
-// and reduce through shared memory.
-extern "C" __global__ void __launch_bounds__(128)
+// Grid (q_heads, rows, nz), 256 threads: CTA (h, r, z) merges columns [z*W, (z+1)*W) of
+// head h of row r, W = 512 / nz (nz = 1, 2 or 4, chosen per launch so that short
+// batches still spread over the SMs); the 8 warps take every 8th partial, 8 float4 loads
+// in flight per lane, and reduce through shared memory.
+template <int K4>
+__device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
+                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
+                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
+                                             int col0, float4 *sacc, float *swsum) {
+  constexpr int W4 = 32 * K4; // float4 columns of this CTA
+  constexpr int U = 8 / K4;   // partials per batch
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
+  float4 acc[K4];
+#pragma unroll
+  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f;
+  for (int i = warp; i < n; i += 8 * U) {
+    float w[U];
+    float4 v[U][K4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int idx = i + 8 * u;
+      const bool ok = idx < n;
+      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4;
+      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const float e = __expf(w[u] - mx);
+      wsum += e;
+#pragma unroll
+      for (int k = 0; k < K4; k++) {
+        acc[k].x += e * v[u][k].x; acc[k].y += e * v[u][k].y;
+        acc[k].z += e * v[u][k].z; acc[k].w += e * v[u][k].w;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K4; k++) sacc[warp * W4 + lane + 32 * k] = acc[k];
+  if (lane == 0) swsum[warp] = wsum;
+  __syncthreads();
+  const float ws = ((swsum[0] + swsum[1]) + (swsum[2] + swsum[3])) +
+                   ((swsum[4] + swsum[5]) + (swsum[6] + swsum[7]));
+  const int t = threadIdx.x;
+  if (t < W4) {
+    float4 v = sacc[t];
+#pragma unroll
+    for (int w = 1; w < 8; w++) {
+      const float4 x = sacc[w * W4 + t];
+      v.x += x.x; v.y += x.y; v.z += x.z; v.w += x.w;
+    }
+    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, v, 1.f / ws);
+  }
+  if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = mx + logf(ws);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
     cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
                      const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
                      int rows, int qh) {
-  __shared__ float4 sacc[4][128];
-  __shared__ float swsum[4];
-  const int h = blockIdx.x, r = blockIdx.y;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __shared__ float4 sacc[8 * 128];
+  __shared__ float swsum[8];
+  // Programmatic dependent launch: wait for the split kernel's partials.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
   const int *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
   const int rs = ts[r], re = ts[r + 1];
@@ -486,23 +575,8 @@ extern "C" __global__ void __launch_bounds__(128)
   const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
   if (pl == pf) return;
   const int slot0 = r + pf, n = pl - pf + 1;
-  const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
-  float4 acc[4];
-#pragma unroll
-  for (int k = 0; k < 4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
-  warp_accum(part_o, part_lse, qh, h, slot0, n, warp, 4, mx, lane, acc, wsum);
-#pragma unroll
-  for (int k = 0; k < 4; k++) sacc[warp][lane + 32 * k] = acc[k];
-  if (lane == 0) swsum[warp] = wsum;
-  __syncthreads();
-  const int t = threadIdx.x;
-  float4 v = sacc[0][t];
-  const float ws = (swsum[0] + swsum[1]) + (swsum[2] + swsum[3]);
-#pragma unroll
-  for (int w = 1; w < 4; w++) {
-    v.x += sacc[w][t].x; v.y += sacc[w][t].y; v.z += sacc[w][t].z; v.w += sacc[w][t].w;
-  }
-  store_bf16x4(out + ((long long)r * qh + h) * DV + t * 4, v, 1.f / ws);
-  if (t == 0) lse[(long long)r * qh + h] = mx + logf(ws);
+  const int col0 = blockIdx.z * (DV / nz);
+  if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
+  else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
+  else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
 }

@@ -192,7 +192,7 @@ done:
 }
 
 /* cgrt_mla_combine(meta, part_o, part_lse, out, lse, rows, q_heads), grid (q_heads,
- * rows): merges the partials of every row that more than one range touched. */
+ * rows, nz) (CTA z merges a 512 / nz column slice; together the whole row): merges the partials of every row that more than one range touched. */
 static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   const int *meta = PTR(const int, 0);
   const float *part_o = PTR(const float, 1);
@@ -219,6 +219,8 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_schedule", 7, {8, 8, 4, 4, 4, 4, 4}, schedule_ref},
     {"cgrt_mla_split_m16", 17, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m64", 17, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_ts32", 17, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64_ts16", 17, SPLIT_SIZES, split_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {0},
 };

@@ -27,6 +27,7 @@ struct cgrt_mla_plan {
   size_t counter_bytes;      /* bytes of the counter buffer this plan needs (all lanes below) */
   size_t counter_offset;     /* first counter of this plan's lane, in counters */
   size_t fixed_split_bytes;
+  int pdl;                   /* launch split and combine with programmatic stream serialization */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -111,6 +112,24 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
               p->s.tile, p->s.groups);
 
   const char *split_name = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
+  {
+    /* Tuning knobs for A/B runs (read once here): CGRT_MLA_SPLIT=ts32 takes the previous
+     * m16 pipeline (two 32-token stages) / m64ts16 an m64 pipeline of three 16-token
+     * stages; CGRT_MLA_PDL=0 launches without programmatic dependent launch;
+     * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range. */
+    const char *e = getenv("CGRT_MLA_SPLIT");
+    if (e && !strcmp(e, "ts32") && !p->s.m64) {
+      split_name = "cgrt_mla_split_m16_ts32";
+      p->s.smem = CGRT_MLA_M16_TS32_SMEM;
+    } else if (e && !strcmp(e, "m64ts16") && p->s.m64) {
+      split_name = "cgrt_mla_split_m64_ts16";
+      p->s.smem = CGRT_MLA_M64_TS16_SMEM;
+    }
+    e = getenv("CGRT_MLA_PDL");
+    p->pdl = !(e && !strcmp(e, "0"));
+    e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
+    if (e && atoi(e) > 0) p->min_tiles = atoi(e);
+  }
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
       (st = cgrt__runtime_function(rt, "cgrt_mla_combine", &p->f_comb))) {
@@ -254,15 +273,40 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   void *split_args[] = {&q,    &kv,    &bt,  &meta, &out, &lse, &po,   &pl,  &counters,
                         &rows, &qh,    &hg,  &parts, &mbps, &ps, &bl, &scale};
-  r = drv->cuLaunchKernel(p->f_split, (unsigned)p->s.groups, (unsigned)parts, 1,
-                          (unsigned)p->s.threads, 1, 1, (unsigned)p->s.smem, stream, split_args, NULL);
-  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: split kernel");
+  /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
+   * them; with programmatic stream serialization their CTAs launch while it runs. The
+   * schedule kernel is launched plainly: it overwrites the metadata that the previous
+   * step's kernels read. */
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = (unsigned)p->s.groups;
+  cfg.gridDimY = (unsigned)parts;
+  cfg.gridDimZ = 1;
+  cfg.blockDimX = (unsigned)p->s.threads;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = (unsigned)p->s.smem;
+  cfg.hStream = stream;
+  cfg.attrs = p->pdl ? &attr : NULL;
+  cfg.numAttrs = p->pdl ? 1 : 0;
+  r = drv->cuLaunchKernelEx(&cfg, p->f_split, split_args, NULL);
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
   if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
+    /* Grid (q_heads, rows, nz): nz column slices per (row, head) so that short batches,
+     * whose few rows carry many partials, still spread over the SMs. */
+    const long long rh = (long long)rows * qh;
     void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
-    r = drv->cuLaunchKernel(p->f_comb, (unsigned)qh, (unsigned)rows, 1, 128, 1, 1, 0, stream,
-                            comb_args, NULL);
-    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: combine kernel");
+    cfg.gridDimX = (unsigned)qh;
+    cfg.gridDimY = (unsigned)rows;
+    cfg.gridDimZ = rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+    cfg.blockDimX = 256;
+    cfg.sharedMemBytes = 0;
+    r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);
+    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: combine kernel");
   }
   return CGRT_SUCCESS;
 }

@@ -94,8 +94,8 @@ static void run_ref(const char *name, unsigned gx, unsigned gy, A... args) {
 }
 
 static void setup_attrs() {
-  CK(cudaFuncSetAttribute(cgrt_mla_split_m16, cudaFuncAttributeMaxDynamicSharedMemorySize, CGRT_MLA_SMEM_BYTES(1, CGRT_MLA_M16_STAGES)));
-  CK(cudaFuncSetAttribute(cgrt_mla_split_m64, cudaFuncAttributeMaxDynamicSharedMemorySize, CGRT_MLA_SMEM_BYTES(4, CGRT_MLA_M64_STAGES)));
+  CK(cudaFuncSetAttribute(cgrt_mla_split_m16, cudaFuncAttributeMaxDynamicSharedMemorySize, CGRT_MLA_M16_SMEM));
+  CK(cudaFuncSetAttribute(cgrt_mla_split_m64, cudaFuncAttributeMaxDynamicSharedMemorySize, CGRT_MLA_M64_SMEM));
 }
 
 static bool check_case(const Case &c, std::mt19937 &rng) {

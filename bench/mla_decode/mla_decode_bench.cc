@@ -45,8 +45,10 @@ static float median(std::vector<float> v) {
 int main(int argc, char **argv) {
   std::string out_path = "bench/results/mla_decode_h200.json";
   int reps = 30;
+  bool ab = false;  // --ab: also time the tuning variants (environment knobs of mla_plan.c)
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    if (!strcmp(argv[i], "--ab")) ab = true;
+    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
   }
   std::string cmd;
@@ -148,7 +150,16 @@ int main(int argc, char **argv) {
     CU(d->cuMemcpyHtoD(lens, lv.data(), batch * 4));
     CU(d->cuMemAlloc(&out, (size_t)batch * heads * 512 * 2));
     CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
-    for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS}) {
+    // One measurement: plan created under the variant's environment knobs.
+    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *env_split,
+                       const char *env_pdl, const char *env_mt) {
+      auto set = [](const char *k, const char *v) {
+        if (v) setenv(k, v, 1);
+        else unsetenv(k);
+      };
+      set("CGRT_MLA_SPLIT", env_split);
+      set("CGRT_MLA_PDL", env_pdl);
+      set("CGRT_MLA_MIN_TILES", env_mt);
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
       o.max_num_seqs = batch;
@@ -159,6 +170,9 @@ int main(int argc, char **argv) {
       o.lane = lane++ % CGRT_MAX_LANES;
       cgrt_mla_plan *plan;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
+      set("CGRT_MLA_SPLIT", nullptr);
+      set("CGRT_MLA_PDL", nullptr);
+      set("CGRT_MLA_MIN_TILES", nullptr);
       cgrt_mla_plan_info pi{};
       pi.size = sizeof pi;
       OK(cgrt_mla_plan_get_info(plan, &pi));
@@ -214,21 +228,37 @@ int main(int argc, char **argv) {
       const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
       const double tflops = 2.0 * batch * heads * (double)ctx * (576 + 512) / (us_g * 1e-6) / 1e12;
       const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters" : "workspace";
-      printf("batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us  %.3f TB/s (%3.0f%% of copy)  "
+      printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us  %.3f TB/s (%3.0f%% of copy)  "
              "%6.1f TFLOP/s  splits %3d  workspace %.1f MiB (fixed split: %.1f MiB)\n",
-             batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
+             variant, batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
              pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
       char b[768];
       snprintf(b, sizeof b,
-               "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
+               "%s    {\"variant\": \"%s\", \"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
                "\"us_graph\": %.3f, \"us_eager\": %.3f, \"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, "
                "\"tflops\": %.2f, \"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
                "\"fixed_split_bytes\": %zu}",
-               first ? "" : ",\n", batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops,
+               first ? "" : ",\n", variant, batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops,
                pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
       js += b;
       first = false;
       cgrt_mla_plan_destroy(plan);
+    };
+    for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
+      measure(cb, "default", nullptr, nullptr, nullptr);
+    if (ab) {
+      const auto W = CGRT_MLA_COMBINE_WORKSPACE, C = CGRT_MLA_COMBINE_COUNTERS;
+      if (heads <= 32) measure(W, "ts32", "ts32", nullptr, nullptr);
+      else measure(W, "m64ts16", "m64ts16", nullptr, nullptr);
+      measure(W, "nopdl", nullptr, "0", nullptr);
+      if (batch == 1) {
+        measure(W, "mt1", nullptr, nullptr, "1");
+        measure(W, "mt4", nullptr, nullptr, "4");
+        measure(C, "mt4", nullptr, nullptr, "4");
+        measure(C, "mt16", nullptr, nullptr, "16");
+        measure(W, "ts32pdl0", "ts32", "0", nullptr);
+      }
+      if (batch == 32 && heads == 16) measure(W, "ts32pdl0", "ts32", "0", nullptr);
     }
     d->cuMemFree(q); d->cuMemFree(btd); d->cuMemFree(lens); d->cuMemFree(out); d->cuMemFree(lse);
   }

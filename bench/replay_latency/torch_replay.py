@@ -101,6 +101,11 @@ def main():
             checks.append({"target": "with PDL <= 0.7 us per node", "nodes": n,
                            "value": pdl["gpu_us_per_node_p50"], "limit": 0.7,
                            "pass": pdl["gpu_us_per_node_p50"] <= 0.7})
+        floor = get("raw_set_params_8", n)
+        if floor:
+            per = (floor["host_us_p50"] - raw["host_us_p50"]) / floor.get("patched_nodes", 8)
+            checks.append({"target": "reference: driver floor, cuGraphExecKernelNodeSetParams per node "
+                           "(raw graph, 8 nodes)", "nodes": n, "value": per, "limit": 0.35, "pass": per <= 0.35})
         for k, case in ((8, "cgrt_rebind_8"), (n, "cgrt_rebind_all")):
             c = get(case, n)
             if c:

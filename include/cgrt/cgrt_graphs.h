@@ -134,8 +134,8 @@ typedef struct cgrt_graphs_options {
    * rounded up to a multiple of block_len. */
   const int *capture_sizes;
   size_t num_capture_sizes;
-  /* Largest bucket in rows; 0: min(max_num_seqs * rows_per_req * 2, 512), at least
-   * one request's worth. */
+  /* Largest bucket in rows for the default sizes; 0: min(max_num_seqs * rows_per_req * 2,
+   * 512). Always clamped to max_num_seqs * rows_per_req (no batch can need more). */
   int max_capture_rows;
   int warmup_runs;        /* eager runs before each capture; default 1, 0 allowed */
   cgrt_enqueue_fn enqueue;  /* required */
@@ -205,8 +205,11 @@ typedef struct cgrt_binding {
  * the largest bucket with fail_past_largest); CGRT_ERROR_STALE_POINTER and
  * CGRT_ERROR_COUNTERS_DIRTY (checked replay; nothing launched for the former);
  * CGRT_ERROR_CALLBACK_FAILED (eager fallback); CGRT_ERROR_CAPTURE_FAILED (exec-update
- * re-capture); CGRT_ERROR_DRIVER. Thread-safe (serialized per set). Must not be called
- * while the calling thread captures a stream. */
+ * re-capture); CGRT_ERROR_DRIVER (a failed node update leaves the bucket to be fully
+ * re-patched by the next step; nothing was launched). Thread-safe (serialized per set).
+ * The runtime's context must be current on the calling thread (it is after any cgrt call
+ * on that thread, or in a thread where the CUDA runtime/PyTorch uses the primary context).
+ * Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
                              const cgrt_binding *bindings, size_t num_bindings);
 

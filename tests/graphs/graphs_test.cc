@@ -313,6 +313,52 @@ TEST_F(GraphsTest, CheckedReplayCatchesUndeclaredRange) {
   CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
 }
 
+TEST_F(GraphsTest, CheckedReplayVerifiesCountersAfterLaunch) {
+  start();
+  CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 4096));
+  CUdeviceptr counters = 0;
+  size_t bytes = 0;
+  CGRT_ASSERT_OK(cgrt_counters_get(rt, &counters, &bytes));
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.checked_replay = 1;
+  o.block_len = 0;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 4, {}, "clean counters");
+  // A step whose kernels leave a counter non-zero (captured that way).
+  eng.dirty_counter = counters + 12;
+  CGRT_ASSERT_OK(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 4));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_COUNTERS_DIRTY, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("checked replay"), std::string::npos) << msg;
+  uint32_t zero = 0;
+  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, counters + 12, &zero, 4));
+  eng.dirty_counter = 0;
+  CGRT_ASSERT_OK(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 4));
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
+}
+
+static std::vector<std::string> g_log;
+static void log_sink(void *, cgrt_log_level, const char *m) { g_log.push_back(m); }
+
+TEST_F(GraphsTest, CaptureReportsProgressThroughTheLog) {
+  start();
+  g_log.clear();
+  cgrt_set_log_callback(log_sink, nullptr, CGRT_LOG_INFO);
+  default_set();
+  cgrt_set_log_callback(nullptr, nullptr, CGRT_LOG_ERROR);
+  size_t per_bucket = 0, summary = 0;
+  for (const auto &m : g_log) {
+    per_bucket += m.find("captured decode bucket") != std::string::npos ||
+                  m.find("captured block bucket") != std::string::npos;
+    summary += m.find("captured 24 graphs (0 failed)") != std::string::npos;
+  }
+  EXPECT_EQ(per_bucket, cgrt_graphs_bucket_count(set));
+  EXPECT_EQ(summary, 1u);
+}
+
 TEST_F(GraphsTest, CaptureFailureLeavesSetAndStreamUsable) {
   start();
   cgrt_graphs_options o;

@@ -92,6 +92,7 @@ struct Engine {
   int extra_node = 0;         // add a node (topology change)
   int calls = 0;
   CUdeviceptr ws_ptr = 0;     // when set, the last kernel writes here instead of w_out
+  CUdeviceptr dirty_counter = 0;  // when set, the step leaves this counter at 1
   std::vector<int> layout;
 
   bool init(cgrt_runtime *r, Config c = Config()) {
@@ -203,6 +204,7 @@ struct Engine {
     void *a3[] = {&n, &win, &wout, &two};
     if (drv->cuLaunchKernel(f_scale, grid, 1, 1, 128, 1, 1, 0, s, a3, nullptr) != CUDA_SUCCESS)
       return CGRT_ERROR_DRIVER;
+    if (dirty_counter && drv->cuMemsetD32Async(dirty_counter, 1u, 1, s) != CUDA_SUCCESS) return CGRT_ERROR_DRIVER;
     if (extra_node) {
       void *a4[] = {&n, &win, &wout, &two};
       if (drv->cuLaunchKernel(f_scale, grid, 1, 1, 128, 1, 1, 0, s, a4, nullptr) != CUDA_SUCCESS)
