@@ -106,7 +106,7 @@ void gx_lut_build(cgrt_graphs *set) {
 }
 
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
-  if (set == NULL || set->magic != GX_MAGIC || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
+  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS) || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
     return 0;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs) return 0;
   pthread_mutex_lock(&set->mu);

@@ -19,7 +19,8 @@ void cgrt_graphs_options_init(cgrt_graphs_options *o) {
   o->meta.seq_lens = o->meta.positions = o->meta.slot_mapping = -1;
 }
 
-static int live_set(const cgrt_graphs *set) { return set != NULL && set->magic == GX_MAGIC; }
+static int live_set(const cgrt_graphs *set) { return cgrt__handle_live(set, CGRT__HANDLE_GRAPHS); }
+static void graphs_free(cgrt_graphs *set);
 
 static cgrt_status check_meta_buffer(const cgrt_graphs_options *o, int id, size_t need,
                                      const char *role) {
@@ -88,7 +89,7 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
   return CGRT_SUCCESS;
 }
 
-static void destroy_child(void *obj) { cgrt_graphs_destroy((cgrt_graphs *)obj); }
+static void destroy_child(void *obj) { cgrt_graphs_destroy((cgrt_graphs *)obj); }  /* runtime teardown */
 
 cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *options,
                                cgrt_graphs **out) {
@@ -110,7 +111,6 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   set->o.capture_sizes = NULL;
   set->o.buffers = NULL;
   pthread_mutex_init(&set->mu, NULL);
-  set->magic = GX_MAGIC;
   size_t nb = options->num_buffers;
   set->nbuf = nb;
   set->bufs = (cgrt_buffer_desc *)calloc(nb ? nb : 1, sizeof(cgrt_buffer_desc));
@@ -158,8 +158,10 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     set->stream = options->stream ? options->stream : set->own_stream;
     st = gx_buckets_build(set);
   }
+  if (st == CGRT_SUCCESS && cgrt__handle_add(set, CGRT__HANDLE_GRAPHS) != 0)
+    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create: the live-handle table is full");
   if (st != CGRT_SUCCESS) {
-    cgrt_graphs_destroy(set);
+    graphs_free(set);
     return st;
   }
   set->child.destroy = destroy_child;
@@ -173,8 +175,15 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
 
 cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
   if (set == NULL) return CGRT_SUCCESS;
-  if (set->magic != GX_MAGIC)
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_destroy: not a live graph set");
+  if (!cgrt__handle_remove(set, CGRT__HANDLE_GRAPHS))
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE,
+                      "cgrt_graphs_destroy: %p is not a live graph set (destroyed twice or never created)", (void *)set);
+  graphs_free(set);
+  return CGRT_SUCCESS;
+}
+
+/* Releases everything of a set that is no longer (or was never) registered. */
+static void graphs_free(cgrt_graphs *set) {
   if (cgrt__runtime_is_live(set->rt)) {
     set->drv->cuCtxSetCurrent(set->rt->ctx);
     if (set->stream) set->drv->cuStreamSynchronize(set->stream);
@@ -185,7 +194,6 @@ cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
     for (size_t i = 0; i < set->nexec; i++) gx_index_free(&set->execs[i]);
   }
   if (set->attached) cgrt__runtime_detach(set->rt, &set->child);
-  set->magic = 0;
   for (size_t i = 0; i < set->nbuf; i++) free((void *)set->bufs[i].name);
   for (size_t i = 0; i < set->nranges; i++) free((void *)set->ranges[i].what);
   free(set->ranges);
@@ -199,7 +207,6 @@ cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
   free(set);
-  return CGRT_SUCCESS;
 }
 
 static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {

@@ -6,13 +6,13 @@
 #include <stdint.h>
 
 #include "cgrt/cgrt_graphs.h"
+#include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define GX_MAGIC 0x63677274677261ull /* "cgrtgra" */
 
 /* Kinds of an indexed pointer site. */
 enum { GX_SITE_KPARAM = 0, GX_SITE_MEMCPY_SRC = 1, GX_SITE_MEMCPY_DST = 2, GX_SITE_MEMSET_DST = 3 };
@@ -87,7 +87,6 @@ typedef struct gx_exec {
 } gx_exec;
 
 struct cgrt_graphs {
-  uint64_t magic;
   cgrt_runtime *rt;
   const cgrt__driver *drv;
   cgrt_graphs_options o;

@@ -199,7 +199,7 @@ static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_r
 
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
                              const cgrt_binding *bindings, size_t num_bindings) {
-  if (set == NULL || set->magic != GX_MAGIC)
+  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_step: not a live graph set");
   if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || num_reqs < 1 ||
       num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
@@ -237,7 +237,7 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
 
 cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
                               size_t num_bindings) {
-  if (set == NULL || set->magic != GX_MAGIC)
+  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_draft: not a live graph set");
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_draft: num_reqs %d (max_num_seqs %d)",

@@ -649,9 +649,27 @@ TEST_F(GraphsTest, RuntimeDestroyTakesLiveSets) {
   start();
   default_set();
   eng.destroy();
+  cgrt_graphs *dead = set;
   EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);  // destroys the set, logs a warning
   rt = nullptr;
   set = nullptr;
+  // The set went with the runtime: its handle is no longer live, and nothing reads it.
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_step(dead, CGRT_GRAPH_DECODE, 1, nullptr, 0));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_destroy(dead));
+}
+
+TEST_F(GraphsTest, DestroyedSetIsRejected) {
+  start();
+  default_set();
+  cgrt_graphs *dead = set;
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_destroy(dead));
+  EXPECT_NE(std::string(cgrt_last_error()).find("not a live graph set"), std::string::npos);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_step(dead, CGRT_GRAPH_DECODE, 1, nullptr, 0));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_capture(dead));
+  EXPECT_EQ(cgrt_graphs_bucket_rows(dead, CGRT_GRAPH_DECODE, 1), 0);
+  EXPECT_EQ(cgrt_graphs_bucket_count(dead), 0u);
 }
 
 }  // namespace
