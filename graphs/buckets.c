@@ -51,31 +51,36 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
 
 cgrt_status gx_buckets_build(cgrt_graphs *set) {
   enum { CAP = 1024 };
-  int sizes[3][CAP];
-  size_t counts[3] = {0, 0, 0};
+  int sizes[4][CAP];
+  size_t counts[4] = {0, 0, 0, 0};
   if (set->o.enable_decode) counts[0] = sizes_for(set, 1, sizes[0], CAP);
   if (set->o.block_len >= 2) counts[1] = sizes_for(set, set->o.block_len, sizes[1], CAP);
   if (set->o.draft_steps >= 2 && set->o.enable_decode && set->o.dcp_world_size <= 1) {
     counts[2] = counts[0];
     memcpy(sizes[2], sizes[0], counts[0] * sizeof(int));
+    if (set->o.draft_while && set->o.meta.enabled) { /* the same sizes as WHILE loops */
+      counts[3] = counts[0];
+      memcpy(sizes[3], sizes[0], counts[0] * sizeof(int));
+    }
   }
-  size_t total = counts[0] + counts[1] + counts[2];
+  size_t total = counts[0] + counts[1] + counts[2] + counts[3];
   set->execs = (gx_exec *)calloc(total ? total : 1, sizeof(gx_exec));
   if (set->execs == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: bucket table");
   size_t n = 0;
-  for (int m = 0; m < 3; m++) {
+  for (int m = 0; m < 4; m++) {
     int k = m == 1 ? set->o.block_len : 1;
     for (size_t i = 0; i < counts[m]; i++) {
       gx_exec *e = &set->execs[n++];
       e->mode = m == 1 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
-      e->draft = m == 2;
+      e->draft = m >= 2;
+      e->is_while = m == 3;
       e->rows = sizes[m][i];
       e->reqs = sizes[m][i] / k;
       e->last_reqs = -1;
     }
   }
   set->nexec = n;
-  for (int m = 0; m < 3; m++) {
+  for (int m = 0; m < 4; m++) {
     set->lut[m] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
     if (set->lut[m] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
   }
@@ -85,7 +90,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
 
 /* lut[m][reqs] = 1 + index of the smallest captured bucket of m holding reqs requests. */
 void gx_lut_build(cgrt_graphs *set) {
-  for (int m = 0; m < 3; m++) {
+  for (int m = 0; m < 4; m++) {
     uint32_t *lut = set->lut[m];
     if (lut == NULL) continue;
     for (int r = 0; r <= set->o.max_num_seqs; r++) {
@@ -93,7 +98,7 @@ void gx_lut_build(cgrt_graphs *set) {
       int best_rows = 0;
       for (size_t i = 0; i < set->nexec; i++) {
         const gx_exec *e = &set->execs[i];
-        int em = e->draft ? 2 : (int)e->mode;
+        int em = e->is_while ? 3 : (e->draft ? 2 : (int)e->mode);
         if (em != m || !e->captured || e->reqs < r) continue;
         if (best == 0 || e->rows < best_rows) {
           best = (uint32_t)i + 1;

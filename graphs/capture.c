@@ -14,13 +14,14 @@ double gx_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static const char *mode_name(const gx_exec *e) {
+const char *gx_mode_name(const gx_exec *e) {
+  if (e->is_while) return "draft-while";
   if (e->draft) return "draft";
   return e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode";
 }
 
-static void fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
-                      cgrt_batch_desc *d) {
+void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
+                  cgrt_batch_desc *d) {
   memset(d, 0, sizeof(*d));
   d->mode = e->mode;
   d->block_len = gx_rows_per_req(set, e->mode);
@@ -67,7 +68,7 @@ static cgrt_status launch_advance(cgrt_graphs *set, CUstream s, int num_reqs, in
                   "graph set: launching the metadata advance kernel");
 }
 
-static cgrt_status call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
+cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
   cgrt_status st = set->o.enqueue(set->o.user, s, d);
   if (st != CGRT_SUCCESS) {
     const char *msg = cgrt_last_error();
@@ -86,14 +87,14 @@ static cgrt_status enqueue_body(cgrt_graphs *set, CUstream s, const gx_exec *e,
     st = launch_prepare(set, s, meta_reqs, d0->padded_rows, d0->block_len, addr);
     if (st != CGRT_SUCCESS) return st;
   }
-  st = call_enqueue(set, s, d0);
+  st = gx_call_enqueue(set, s, d0);
   if (st != CGRT_SUCCESS || e == NULL || !e->draft) return st;
   cgrt_batch_desc d = *d0;
   for (int i = 1; i < set->o.draft_steps; i++) {
     st = launch_advance(set, s, meta_reqs, d.padded_rows, addr);
     if (st != CGRT_SUCCESS) return st;
     d.draft_step = i;
-    st = call_enqueue(set, s, &d);
+    st = gx_call_enqueue(set, s, &d);
     if (st != CGRT_SUCCESS) return st;
   }
   return CGRT_SUCCESS;
@@ -104,10 +105,12 @@ cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_des
   return enqueue_body(set, stream, NULL, d, meta_reqs, addr);
 }
 
-cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out) {
+cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body) {
   *out = NULL;
+  *body = NULL;
+  if (e->is_while) return gx_while_build(set, e, out, body);
   cgrt_batch_desc d;
-  fill_desc(set, e, set->current, &d);
+  gx_fill_desc(set, e, set->current, &d);
   d.capturing = 1;
   CUstream s = set->cap_stream;
   cgrt__runtime_capture_begin(set->rt);
@@ -137,7 +140,7 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out) {
     }
     /* A capture-time driver error may have left a sticky stream state on some drivers;
      * the emulation and the real driver both leave the stream usable after EndCapture. */
-    cgrt__error_prefix("capture of %s bucket %d rows failed", mode_name(e), e->rows);
+    cgrt__error_prefix("capture of %s bucket %d rows failed", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }
   *out = g;
@@ -150,6 +153,8 @@ void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
   if (e->graph != NULL) set->drv->cuGraphDestroy(e->graph);
   e->exec = NULL;
   e->graph = NULL;
+  e->body = NULL;
+  e->body_patch_refused = 0;
   e->captured = 0;
   e->nodes = 0;
 }
@@ -160,11 +165,11 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   gx_exec_release(set, e);
   if (warmup > 0) {
     cgrt_batch_desc d;
-    fill_desc(set, e, set->current, &d);
+    gx_fill_desc(set, e, set->current, &d);
     for (int w = 0; w < warmup; w++) {
       st = enqueue_body(set, set->cap_stream, e, &d, 0, set->current);
       if (st != CGRT_SUCCESS) {
-        cgrt__error_prefix("warm-up of %s bucket %d rows", mode_name(e), e->rows);
+        cgrt__error_prefix("warm-up of %s bucket %d rows", gx_mode_name(e), e->rows);
         return CGRT_ERROR_CAPTURE_FAILED;
       }
     }
@@ -175,8 +180,8 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   size_t free0 = 0, free1 = 0, total = 0;
   if (drv->cuMemGetInfo(&free0, &total) != CUDA_SUCCESS) free0 = 0;
   double t0 = gx_now();
-  CUgraph g = NULL;
-  st = gx_capture_graph(set, e, &g);
+  CUgraph g = NULL, body = NULL;
+  st = gx_capture_graph(set, e, &g, &body);
   if (st != CGRT_SUCCESS) return st;
   double t1 = gx_now();
   CUgraphExec x = NULL;
@@ -193,16 +198,17 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
     drv->cuGraphDestroy(g);
     cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuGraphInstantiateWithFlags/cuGraphUpload",
                   "instantiating a bucket");
-    cgrt__error_prefix("%s bucket %d rows", mode_name(e), e->rows);
+    cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }
   double t2 = gx_now();
   e->graph = g;
+  e->body = body;
   e->exec = x;
   st = gx_index_build(set, e);
   if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e);
-    cgrt__error_prefix("indexing %s bucket %d rows", mode_name(e), e->rows);
+    cgrt__error_prefix("indexing %s bucket %d rows", gx_mode_name(e), e->rows);
     return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
   }
   if (drv->cuMemGetInfo(&free1, &total) != CUDA_SUCCESS) free1 = free0;
@@ -213,7 +219,7 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   e->replays = 0;
   cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %s bucket %d rows: %zu nodes, %zu patch sites, "
             "capture %.3f ms, instantiate %.3f ms, %zu bytes",
-            mode_name(e), e->rows, e->nodes, e->nsites, 1e3 * e->capture_s,
+            gx_mode_name(e), e->rows, e->nodes, e->nsites, 1e3 * e->capture_s,
             1e3 * e->instantiate_s, e->memory_bytes);
   return CGRT_SUCCESS;
 }

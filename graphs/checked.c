@@ -9,7 +9,7 @@
 #include "graphs/graphs_internal.h"
 
 static int live(const cgrt_graphs *set, const cgrt__alloc_range *rr, size_t nrr, CUdeviceptr v) {
-  if (gx_find_buffer(set, set->current, v) >= 0) return 1;
+  if (gx_find_buffer(set, set->current, v) >= 0 || gx_set_owned(set, v)) return 1;
   for (size_t i = 0; i < nrr; i++)
     if (v >= rr[i].base && v - rr[i].base < rr[i].bytes) return 1;
   for (size_t i = 0; i < set->nranges; i++)

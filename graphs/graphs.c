@@ -17,6 +17,12 @@ void cgrt_graphs_options_init(cgrt_graphs_options *o) {
   o->replay_mode = CGRT_REPLAY_POINTER_UPDATE;
   o->meta.req_seq_lens = o->meta.req_positions = o->meta.block_table = -1;
   o->meta.seq_lens = o->meta.positions = o->meta.slot_mapping = -1;
+  o->meta.draft_remaining = -1;
+}
+
+/* WHILE draft loops are wanted and possible for these options. */
+static int while_wanted(const cgrt_graphs_options *o) {
+  return o->draft_while && o->draft_steps >= 2 && o->enable_decode && o->dcp_world_size <= 1 && o->meta.enabled;
 }
 
 static int live_set(const cgrt_graphs *set) { return cgrt__handle_live(set, CGRT__HANDLE_GRAPHS); }
@@ -85,6 +91,9 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
         (st = check_meta_buffer(o, m->positions, rows * 8, "positions")) ||
         (st = check_meta_buffer(o, m->slot_mapping, rows * 8, "slot_mapping")))
       return st;
+    if (while_wanted(o) && m->draft_remaining >= 0 &&
+        (st = check_meta_buffer(o, m->draft_remaining, reqs * 4, "draft_remaining")))
+      return st;
   }
   return CGRT_SUCCESS;
 }
@@ -144,6 +153,18 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   if (set->o.meta.enabled) {
     st = cgrt__runtime_function(rt, "cgrt_graph_meta_prepare", &set->f_prepare);
     if (st == CGRT_SUCCESS) st = cgrt__runtime_function(rt, "cgrt_graph_meta_advance", &set->f_advance);
+    if (st == CGRT_SUCCESS && while_wanted(&set->o)) {
+      st = cgrt__runtime_function(rt, "cgrt_graph_meta_while_begin", &set->f_while_begin);
+      if (st == CGRT_SUCCESS)
+        st = cgrt__runtime_function(rt, "cgrt_graph_meta_advance_while", &set->f_advance_while);
+      /* The loop's state: {steps done, num_reqs}, zero between launches. */
+      if (st == CGRT_SUCCESS)
+        st = CGRT__CU(set->drv, cuMemAlloc, (&set->while_state, 256), CGRT_ERROR_DRIVER,
+                      "cgrt_graphs_create: the WHILE draft loop's state");
+      if (st == CGRT_SUCCESS)
+        st = CGRT__CU(set->drv, cuMemsetD8, (set->while_state, 0, 256), CGRT_ERROR_DRIVER,
+                      "cgrt_graphs_create: zeroing the WHILE draft loop's state");
+    }
     if (st != CGRT_SUCCESS) {
       cgrt_graphs_destroy(set);
       return st;
@@ -190,6 +211,7 @@ static void graphs_free(cgrt_graphs *set) {
     for (size_t i = 0; i < set->nexec; i++) gx_exec_release(set, &set->execs[i]);
     if (set->cap_stream) set->drv->cuStreamDestroy(set->cap_stream);
     if (set->own_stream) set->drv->cuStreamDestroy(set->own_stream);
+    if (set->while_state) set->drv->cuMemFree(set->while_state);
   } else {
     for (size_t i = 0; i < set->nexec; i++) gx_index_free(&set->execs[i]);
   }
@@ -203,7 +225,7 @@ static void graphs_free(cgrt_graphs *set) {
   free(set->copy_bind);
   free(set->rt_ranges);
   free(set->execs);
-  for (int m = 0; m < 3; m++) free(set->lut[m]);
+  for (int m = 0; m < 4; m++) free(set->lut[m]);
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
   free(set);
@@ -217,9 +239,17 @@ static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
   for (size_t i = 0; i < set->nexec; i++) {
     gx_exec *e = &set->execs[i];
     if (only != NULL ? e != only : e->captured) continue;
+    if (e->is_while && set->while_unsupported) continue;
     cgrt_status st = gx_capture_exec(set, e, set->o.warmup_runs);
     if (st == CGRT_SUCCESS) {
       ok++;
+      continue;
+    }
+    if (e->is_while && st == CGRT_ERROR_NOT_SUPPORTED) {
+      /* No conditional nodes on this driver: the unrolled draft loops serve. */
+      set->while_unsupported = 1;
+      cgrt__log(CGRT_LOG_INFO, "cgrt graphs: WHILE draft loops unavailable (%s); draft loops stay unrolled",
+                cgrt_last_error());
       continue;
     }
     failed++;
@@ -315,6 +345,7 @@ cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
     s.nodes += e->nodes;
     s.capture_seconds += e->capture_s + e->instantiate_s;
     s.graph_memory_bytes += e->memory_bytes;
+    if (e->is_while) s.draft_while_available = 1;
   }
   pthread_mutex_unlock(&set->mu);
   *stats = s;
@@ -333,6 +364,7 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
   info->size = sizeof(*info);
   info->mode = e->mode;
   info->draft = e->draft;
+  info->draft_while = e->is_while;
   info->rows = e->rows;
   info->captured = e->captured;
   info->nodes = e->nodes;

@@ -46,6 +46,7 @@ typedef struct gx_knode {
   int32_t *ptrbuf;           /* buffer id for GX_PTR_BUFFER, else -1 */
   const char *name;          /* kernel name (driver-owned) or NULL */
   int dirty;
+  int in_body;               /* inside a conditional body (WHILE draft loops) */
 } gx_knode;
 
 /* A memcpy or memset node. */
@@ -56,12 +57,16 @@ typedef struct gx_mnode {
   CUDA_MEMSET_NODE_PARAMS ms;
   uint8_t src_kind, dst_kind; /* GX_PTR_* */
   int dirty;
+  int in_body;
 } gx_mnode;
 
 /* One bucket: a captured graph, its executable and its parameter index. */
 typedef struct gx_exec {
   cgrt_graph_mode mode;
   int draft;          /* 1 for a draft-loop graph */
+  int is_while;       /* 1 for a draft loop as a conditional WHILE node (draft is 1 too) */
+  CUgraph body;       /* WHILE: the body graph (owned by the conditional node of graph) */
+  int body_patch_refused; /* WHILE: the driver refused a body node update: re-instantiate */
   int rows, reqs;     /* bucket size */
   int captured;
   CUgraph graph;
@@ -102,9 +107,14 @@ struct cgrt_graphs {
 
   gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */
   size_t nexec;
-  uint32_t *lut[3]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 2 = draft */
+  uint32_t *lut[4]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 2 = draft, 3 = WHILE */
 
-  CUfunction f_prepare, f_advance;
+  CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
+  CUdeviceptr while_state;  /* WHILE loops: {steps done, num_reqs} (set-owned, 256 bytes) */
+  int while_unsupported;    /* the driver lacks conditional nodes: WHILE graphs skipped */
+  int while_refuse_logged;
+  CUresult flush_cu;        /* the CUresult of the last failed node update */
+  int flush_in_body;        /* 1 when that node lies in a conditional body */
 
   cgrt_range *ranges; /* host-declared, names owned */
   size_t nranges;
@@ -124,7 +134,13 @@ int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
 
 /* capture.c */
 cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
-cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out);
+/* Captures e's graph with the current addresses; *body: the WHILE body (else NULL). */
+cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
+const char *gx_mode_name(const gx_exec *e);
+void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
+                  cgrt_batch_desc *d);
+/* Calls the host's enqueue callback; CGRT_ERROR_CALLBACK_FAILED with its message. */
+cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d);
 cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
                          const CUdeviceptr *addr);
 void gx_exec_release(cgrt_graphs *set, gx_exec *e);
@@ -148,6 +164,20 @@ void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm);
 /* checked.c */
 cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e);
 cgrt_status gx_check_after(cgrt_graphs *set);
+
+/* while.c */
+/* Builds the WHILE draft graph of e with the current addresses: head kernels (prepare,
+ * while_begin), the conditional WHILE node, and its body captured with
+ * cuStreamBeginCaptureToGraph (the host's step, then advance_while). Returns the graph
+ * and its body. CGRT_ERROR_NOT_SUPPORTED when the driver lacks conditional nodes (the
+ * message names the call); CGRT_ERROR_CAPTURE_FAILED otherwise. */
+cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
+/* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
+int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
+/* Checked replay, after launch (stream synchronized): the loop's step counter is 0. */
+cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e);
+/* 1 when v lies inside device memory the set owns itself. */
+int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
 
 /* replay.c */
 cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out);

@@ -39,7 +39,7 @@ static uint8_t classify(const cgrt_graphs *set, const cgrt__alloc_range *rr, siz
                         CUdeviceptr v, int *buf) {
   *buf = gx_find_buffer(set, set->current, v);
   if (*buf >= 0) return GX_PTR_BUFFER;
-  if (in_ranges(rr, nrr, v) || in_host_ranges(set, v)) return GX_PTR_KNOWN;
+  if (in_ranges(rr, nrr, v) || in_host_ranges(set, v) || gx_set_owned(set, v)) return GX_PTR_KNOWN;
   return looks_like_pointer(v) ? GX_PTR_UNKNOWN : GX_PTR_NONE;
 }
 
@@ -136,7 +136,7 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
     k->argv[i] = k->args + offs[i];
     memcpy(k->args + offs[i], k->p.kernelParams[i], sizes[i]);
     k->ptrbuf[i] = -1;
-    if (sizes[i] != 8) continue;
+    if (sizes[i] != 8 || gx_is_handle_param(set, k->p.func, (uint32_t)i)) continue;
     uint64_t v;
     memcpy(&v, k->args + offs[i], 8);
     int b;
@@ -149,7 +149,8 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
   }
   k->p.kernelParams = k->argv;
   k->p.extra = NULL;
-  if (set->f_prepare != NULL && (k->p.func == set->f_prepare || k->p.func == set->f_advance)) {
+  if (set->f_prepare != NULL && (k->p.func == set->f_prepare || k->p.func == set->f_advance ||
+                                 (set->f_while_begin != NULL && k->p.func == set->f_while_begin))) {
     e->meta_k[e->nmeta++] = kidx;
   }
   return CGRT_SUCCESS;
@@ -199,8 +200,15 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   site_vec sv = {0};
   size_t n = 0;
   gx_index_free(e);
-  CUresult r = drv->cuGraphGetNodes(e->graph, NULL, &n);
-  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
+  /* The graph's nodes, then (WHILE draft loops) the nodes of the conditional body. */
+  CUgraph graphs[2] = {e->graph, e->body};
+  size_t ng = e->body != NULL ? 2 : 1, counts[2] = {0, 0};
+  CUresult r = CUDA_SUCCESS;
+  for (size_t gi = 0; gi < ng; gi++) {
+    r = drv->cuGraphGetNodes(graphs[gi], NULL, &counts[gi]);
+    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
+  }
+  n = counts[0] + counts[1];
   nodes = (CUgraphNode *)calloc(n ? n : 1, sizeof(CUgraphNode));
   CUgraphNodeType *types = (CUgraphNodeType *)calloc(n ? n : 1, sizeof(CUgraphNodeType));
   e->knodes = (gx_knode *)calloc(n ? n : 1, sizeof(gx_knode));
@@ -217,11 +225,17 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   }
   memcpy(e->applied, set->current, set->nbuf * sizeof(CUdeviceptr));
   e->synced_gen = set->gen;
-  r = drv->cuGraphGetNodes(e->graph, nodes, &n);
-  if (r != CUDA_SUCCESS) {
-    st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
-    goto out;
+  n = 0;
+  for (size_t gi = 0; gi < ng; gi++) {
+    size_t got = counts[gi];
+    r = drv->cuGraphGetNodes(graphs[gi], nodes + n, &got);
+    if (r != CUDA_SUCCESS) {
+      st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
+      goto out;
+    }
+    n += got < counts[gi] ? got : counts[gi];
   }
+  size_t body_from = counts[0]; /* nodes[i] with i >= body_from lie in the body */
   e->nodes = n;
   size_t nrr = cgrt__runtime_ranges(set->rt, set->rt_ranges, set->rt_cap);
   if (nrr > set->rt_cap) nrr = set->rt_cap;
@@ -233,10 +247,12 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
     }
     if (types[i] == CU_GRAPH_NODE_TYPE_KERNEL) {
       st = index_kernel(set, e, nodes[i], &e->knodes[e->nk], (uint32_t)e->nk, &sv, set->rt_ranges, nrr);
+      e->knodes[e->nk].in_body = i >= body_from;
       e->nk++;
     } else if (types[i] == CU_GRAPH_NODE_TYPE_MEMCPY || types[i] == CU_GRAPH_NODE_TYPE_MEMSET) {
       st = index_mem(set, nodes[i], types[i] == CU_GRAPH_NODE_TYPE_MEMSET, &e->mnodes[e->nm],
                      (uint32_t)e->nm, &sv, set->rt_ranges, nrr);
+      e->mnodes[e->nm].in_body = i >= body_from;
       e->nm++;
     }
   }
@@ -337,22 +353,30 @@ void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm) {
 cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm) {
   const cgrt__driver *drv = set->drv;
   cgrt_status st = CGRT_SUCCESS;
+  set->flush_cu = CUDA_SUCCESS;
+  set->flush_in_body = 0;
   for (size_t i = 0; i < ndk && st == CGRT_SUCCESS; i++) {
     gx_knode *k = &e->knodes[e->dirty_k[i]];
     CUresult r = drv->cuGraphExecKernelNodeSetParams(e->exec, k->node, &k->p);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+      set->flush_cu = r;
+      set->flush_in_body = k->in_body;
       st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphExecKernelNodeSetParams",
-                         "patching a kernel node");
+                         k->in_body ? "patching a kernel node inside a WHILE body" : "patching a kernel node");
+    }
   }
   for (size_t i = 0; i < ndm && st == CGRT_SUCCESS; i++) {
     gx_mnode *m = &e->mnodes[e->dirty_m[i]];
     CUresult r = m->is_memset
                      ? drv->cuGraphExecMemsetNodeSetParams(e->exec, m->node, &m->ms, set->rt->ctx)
                      : drv->cuGraphExecMemcpyNodeSetParams(e->exec, m->node, &m->cp, set->rt->ctx);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+      set->flush_cu = r;
+      set->flush_in_body = m->in_body;
       st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r,
                          m->is_memset ? "cuGraphExecMemsetNodeSetParams" : "cuGraphExecMemcpyNodeSetParams",
-                         "patching a memory node");
+                         m->in_body ? "patching a memory node inside a WHILE body" : "patching a memory node");
+    }
   }
   set->st.nodes_patched += ndk + ndm;
   gx_index_clear(e, ndk, ndm);

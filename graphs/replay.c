@@ -23,12 +23,17 @@ static int buffers_moved(const cgrt_graphs *set, const gx_exec *e) {
  * re-instantiate when the update is refused (topology or node kind changed). */
 static cgrt_status exec_update(cgrt_graphs *set, gx_exec *e) {
   const cgrt__driver *drv = set->drv;
-  CUgraph g = NULL;
-  cgrt_status st = gx_capture_graph(set, e, &g);
-  if (st != CGRT_SUCCESS) return st;
+  CUgraph g = NULL, body = NULL;
+  cgrt_status st = gx_capture_graph(set, e, &g, &body);
+  if (st != CGRT_SUCCESS) {
+    if (st == CGRT_ERROR_NOT_SUPPORTED) st = CGRT_ERROR_CAPTURE_FAILED;
+    return st;
+  }
   CUgraphExecUpdateResultInfo info;
   memset(&info, 0, sizeof(info));
-  CUresult r = drv->cuGraphExecUpdate(e->exec, g, &info);
+  /* A WHILE graph is always re-instantiated: the new graph has its own conditional handle,
+   * which the stored parameters of its loop kernels must match. */
+  CUresult r = e->is_while ? CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE : drv->cuGraphExecUpdate(e->exec, g, &info);
   if (r == CUDA_SUCCESS) {
     /* Bring the stored copies in line with what the executable now holds. */
     size_t ndk = 0, ndm = 0;
@@ -43,8 +48,9 @@ static cgrt_status exec_update(cgrt_graphs *set, gx_exec *e) {
     set->st.exec_updates++;
     return CGRT_SUCCESS;
   }
-  cgrt__log(CGRT_LOG_DEBUG, "cgrt graphs: cuGraphExecUpdate refused (%s, result %d); re-instantiating",
-            cgrt__curesult_name(r), (int)info.result);
+  if (!e->is_while)
+    cgrt__log(CGRT_LOG_DEBUG, "cgrt graphs: cuGraphExecUpdate refused (%s, result %d); re-instantiating",
+              cgrt__curesult_name(r), (int)info.result);
   CUgraphExec x = NULL;
   r = drv->cuGraphInstantiateWithFlags(&x, g, 0);
   if (r == CUDA_SUCCESS) r = drv->cuGraphUpload(x, set->stream);
@@ -60,6 +66,7 @@ static cgrt_status exec_update(cgrt_graphs *set, gx_exec *e) {
   drv->cuGraphDestroy(e->graph);
   e->exec = x;
   e->graph = g;
+  e->body = body;
   st = gx_index_build(set, e);
   if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e);
@@ -89,13 +96,36 @@ static cgrt_status copy_bindings(cgrt_graphs *set, int out) {
 }
 
 /* Patches e for the current addresses and num_reqs, then launches it (lock held). */
+/* The driver refused a node update inside a WHILE body: from now on this bucket is
+ * re-captured and re-instantiated whenever one of its buffers moves. */
+static cgrt_status while_refused(cgrt_graphs *set, gx_exec *e) {
+  if (!set->while_refuse_logged) {
+    cgrt__log(CGRT_LOG_WARN, "cgrt graphs: the driver refuses node updates inside a conditional body (%s); "
+              "WHILE draft graphs are re-instantiated when a buffer they use moves",
+              cgrt__curesult_name(set->flush_cu));
+    set->while_refuse_logged = 1;
+  }
+  e->body_patch_refused = 1;
+  poison_applied(set, e);
+  return exec_update(set, e);
+}
+
 cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out) {
   cgrt_status st;
-  size_t ndk = 0, ndm = 0;
+  size_t ndk, ndm;
   int moved = 0;
+retry:
+  ndk = ndm = 0;
   switch (set->o.replay_mode) {
     case CGRT_REPLAY_POINTER_UPDATE:
-      if (e->synced_gen != set->gen) { /* O(1) when nothing moved since this bucket's last step */
+      if (e->body_patch_refused) {
+        if (buffers_moved(set, e)) {
+          moved = 1;
+          st = exec_update(set, e);
+          if (st != CGRT_SUCCESS) return st;
+        }
+        e->synced_gen = set->gen;
+      } else if (e->synced_gen != set->gen) { /* O(1) when nothing moved since this bucket's last step */
         moved = gx_index_apply(set, e, set->current, &ndk, &ndm) > 0;
         e->synced_gen = set->gen;
       }
@@ -114,6 +144,14 @@ cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out
   if (ndk + ndm > 0) {
     st = gx_index_flush(set, e, ndk, ndm);
     if (st != CGRT_SUCCESS) {
+      if (e->is_while && !e->body_patch_refused && set->o.replay_mode == CGRT_REPLAY_POINTER_UPDATE &&
+          set->flush_in_body &&
+          (set->flush_cu == CUDA_ERROR_NOT_SUPPORTED || set->flush_cu == CUDA_ERROR_INVALID_VALUE)) {
+        st = while_refused(set, e);
+        if (st != CGRT_SUCCESS) return st;
+        moved = 1;
+        goto retry;
+      }
       poison_applied(set, e);
       return st;
     }
@@ -136,6 +174,7 @@ cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out
   }
   if (set->o.checked_replay) {
     st = gx_check_after(set);
+    if (st == CGRT_SUCCESS && e->is_while) st = gx_while_check_state(set, e);
     if (st != CGRT_SUCCESS) return st;
   }
   *moved_out = moved;
@@ -293,7 +332,9 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
       }
     }
   } else {
-    uint32_t idx = set->lut[2][num_reqs];
+    uint32_t idx = set->lut[3][num_reqs]; /* the WHILE loop when captured, else unrolled */
+    int is_while = idx != 0;
+    if (idx == 0) idx = set->lut[2][num_reqs];
     if (idx == 0) {
       st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_draft: no draft loop captured for %d requests",
                       num_reqs);
@@ -301,6 +342,7 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
     }
     int patched = 0;
     st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+    if (st == CGRT_SUCCESS && is_while) set->st.draft_while_loops++;
   }
   if (st == CGRT_SUCCESS) {
     set->st.draft_loops++;

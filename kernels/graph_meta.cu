@@ -10,6 +10,19 @@
 // cgrt_graph_meta_advance (draft loops, one row per request): rows i < num_reqs with
 //   seq_lens[i] > 0 take seq_len = min(s + 1, max_model_len), position + 1, and the slot
 //   of the new position; other rows are left as they are.
+//
+// WHILE draft loops (a conditional WHILE node; see cgrt_graphs_options.draft_while).
+// state[0] counts the steps the loop has finished (0 between launches), state[1] holds
+// the launch's num_reqs (so that the body's nodes never change between steps). A real
+// request r < num_reqs is "active" for the next step when its seq_len is in
+// (0, max_model_len) and, with a draft_remaining buffer, draft_remaining[r] > the index
+// of that step. One block decides for all rows (cross-row "any").
+// cgrt_graph_meta_while_begin (before the node): state = {0, num_reqs}; condition = some
+//   request is active for step 0 (req_seq_lens[r] > 0 and draft_remaining[r] > 0).
+// cgrt_graph_meta_advance_while (last node of the body, after step it - 1 where
+//   it = state[0] + 1): when it < steps and some request is active for step it (judged
+//   on the seq_lens before advancing), advance every row like cgrt_graph_meta_advance,
+//   state[0] = it and condition 1; else advance nothing, state[0] = 0 and condition 0.
 #include <stdint.h>
 
 __device__ __forceinline__ long long cgrt__slot(const int *block_table, int r, int max_blocks,
@@ -56,4 +69,52 @@ extern "C" __global__ void cgrt_graph_meta_advance(int num_reqs, int padded_rows
   long long pos = positions[i] + 1;
   positions[i] = pos;
   slot_mapping[i] = cgrt__slot(block_table, i, max_blocks, block_size, pos);
+}
+
+extern "C" __global__ void cgrt_graph_meta_while_begin(int num_reqs, const int *req_seq_lens,
+                                                       const int *draft_remaining,
+                                                       unsigned *state,
+                                                       unsigned long long handle) {
+  int any = 0;
+  for (int r = threadIdx.x; r < num_reqs; r += blockDim.x)
+    if (req_seq_lens[r] > 0 && (draft_remaining == nullptr || draft_remaining[r] > 0)) any = 1;
+  any = __syncthreads_or(any);
+  if (threadIdx.x == 0) {
+    state[0] = 0u;
+    state[1] = (unsigned)num_reqs;
+    cudaGraphSetConditional((cudaGraphConditionalHandle)handle, any ? 1u : 0u);
+  }
+}
+
+extern "C" __global__ void cgrt_graph_meta_advance_while(int padded_rows, int steps, int max_model_len,
+                                                         int block_size, int max_blocks,
+                                                         const int *block_table, int *seq_lens,
+                                                         long long *positions,
+                                                         long long *slot_mapping,
+                                                         const int *draft_remaining,
+                                                         unsigned *state,
+                                                         unsigned long long handle) {
+  int it = (int)state[0] + 1;
+  int n = (int)state[1];
+  if (n > padded_rows) n = padded_rows;
+  int any = 0;
+  if (it < steps)
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+      int s = seq_lens[r];
+      if (s > 0 && s < max_model_len && (draft_remaining == nullptr || draft_remaining[r] > it)) any = 1;
+    }
+  any = __syncthreads_or(any);
+  if (any)
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      int s = seq_lens[i];
+      if (s <= 0) continue;
+      seq_lens[i] = s + 1 < max_model_len ? s + 1 : max_model_len;
+      long long pos = positions[i] + 1;
+      positions[i] = pos;
+      slot_mapping[i] = cgrt__slot(block_table, i, max_blocks, block_size, pos);
+    }
+  if (threadIdx.x == 0) {
+    state[0] = any ? (unsigned)it : 0u;
+    cudaGraphSetConditional((cudaGraphConditionalHandle)handle, any ? 1u : 0u);
+  }
 }

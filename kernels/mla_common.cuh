@@ -12,7 +12,8 @@
 /* Pipeline of the split kernels: KV tokens per shared-memory stage (16 or 32; the
  * schedule's ranges stay in 32-token tiles) and stages. m16 runs 2 CTAs/SM with five
  * 16-token stages, so that four stages (74.75 KB) are in flight per CTA while it
- * computes one (memory-bound: bytes in flight set the bandwidth). */
+ * computes one (memory-bound: bytes in flight set the bandwidth); m64 (1 CTA/SM) three
+ * 16-token stages, which also keeps it within 128 registers (no spill). */
 #ifndef CGRT_MLA_M16_TS
 #define CGRT_MLA_M16_TS 16
 #endif
@@ -20,10 +21,10 @@
 #define CGRT_MLA_M16_STAGES 5
 #endif
 #ifndef CGRT_MLA_M64_TS
-#define CGRT_MLA_M64_TS 32
+#define CGRT_MLA_M64_TS 16
 #endif
 #ifndef CGRT_MLA_M64_STAGES
-#define CGRT_MLA_M64_STAGES 2
+#define CGRT_MLA_M64_STAGES 3
 #endif
 
 /* Dynamic shared memory of the split kernels: the KV stages plus the S-partial exchange
@@ -35,9 +36,9 @@
 /* The previous m16 pipeline (two 32-token stages), kept as cgrt_mla_split_m16_ts32 for
  * A/B runs (CGRT_MLA_SPLIT=ts32 in the environment of the plan's creator). */
 #define CGRT_MLA_M16_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 2, 32)
-/* An m64 pipeline of three 16-token stages (fewer registers: no spill), for A/B runs
- * (CGRT_MLA_SPLIT=m64ts16): cgrt_mla_split_m64_ts16. */
-#define CGRT_MLA_M64_TS16_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 3, 16)
+/* The previous m64 pipeline (two 32-token stages, 56-68 B of register spill), for A/B
+ * runs (CGRT_MLA_SPLIT=m64ts32): cgrt_mla_split_m64_ts32. */
+#define CGRT_MLA_M64_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 2, 32)
 
 #endif
 
@@ -77,5 +78,5 @@ static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *
 /* Fewest KV tiles per range (so short batches leave few partials to merge); the
  * schedule kernel uses min(P, ceil(T / min_tiles)) ranges. The counters strategy merges
  * in one CTA per (row, head group), so it wants fewer, longer ranges. */
-#define CGRT_MLA_MIN_TILES_WORKSPACE 2
+#define CGRT_MLA_MIN_TILES_WORKSPACE 4
 #define CGRT_MLA_MIN_TILES_COUNTERS 8

@@ -2,7 +2,8 @@
 // Host side: kernels/mla_plan.c. C references: kernels/mla_decode_ref.c (same names,
 // same parameters, same semantics over the whole grid).
 //
-// Kernels (one decode step = schedule, split, [combine]):
+// Kernels (one decode step = [schedule], split, [combine]; short batches, rows <= the
+// split block size, schedule inside the split kernel):
 //   cgrt_mla_schedule   1 CTA: expands per-request seq_lens to rows, clamps them, and
 //                       writes the per-row tile prefix sums (meta) from which every
 //                       other kernel derives its balanced share of the KV tiles.
@@ -144,7 +145,8 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
                                           bf16 *__restrict__ out, float *__restrict__ lse,
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg,
-                                          int P, int mbps, int ps, int bl, float scale) {
+                                          int P, int mbps, int ps, int bl, float scale,
+                                          const int *__restrict__ seq_lens, int cap, int min_tiles) {
   static_assert(TS == 16 || TS == 32, "stage of 16 or 32 tokens");
   constexpr int NT = 128 * R;
   constexpr int NB = TS / 8;  // n8 blocks of scores per stage
@@ -163,8 +165,49 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int wr = warp >> 2, wc = warp & 3;
   const int gq = lane >> 2, t4 = lane & 3;
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
-  const int *row_len = meta;
-  const int *ts = meta + rows;
+  // Fused schedule (seq_lens != nullptr, rows <= NT): every CTA derives the per-row
+  // lengths and tile prefix sums itself, as cgrt_mla_schedule would, in shared memory;
+  // CTA (0, 0) also writes them to meta for the combine kernel. Saves a launch and a
+  // dependent kernel boundary for short batches.
+  __shared__ int s_meta[2 * NT + 2];
+  __shared__ int s_wsum[NT / 32];
+  const int *mb = meta;
+  if (seq_lens != nullptr) {
+    int len = 0;
+    if (tid < rows) {
+      len = seq_lens[tid / bl];
+      len = len < 0 ? 0 : (len > cap ? cap : len);
+    }
+    const int tiles = (len + TN - 1) / TN;
+    int x = tiles;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, x, off);
+      if (lane >= off) x += y;
+    }
+    if (lane == 31) s_wsum[warp] = x;
+    __syncthreads();
+    int pre = 0;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++) pre += w < warp ? s_wsum[w] : 0;
+    const int incl = pre + x;
+    if (tid < rows) {
+      s_meta[tid] = len;
+      s_meta[rows + tid] = incl - tiles;
+    }
+    if (tid == NT - 1) {
+      int pe = (incl + min_tiles - 1) / min_tiles;
+      pe = pe < P ? pe : P;
+      s_meta[2 * rows] = incl;
+      s_meta[2 * rows + 1] = pe < 1 ? 1 : pe;
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0)
+      for (int i = tid; i < 2 * rows + 2; i += NT) const_cast<int *>(meta)[i] = s_meta[i];
+    mb = s_meta;
+  }
+  const int *row_len = mb;
+  const int *ts = mb + rows;
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const float sl2 = scale * 1.4426950408889634f;
@@ -180,7 +223,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   }
 
   const int T = ts[rows];
-  const int Pe = meta[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
+  const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
   if (T == 0 || p >= Pe) return;
   const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
   int lo = 0, hi = rows - 1; // last row r with ts[r] <= b0
@@ -479,9 +522,11 @@ extern "C" __global__ void __launch_bounds__(1024)
   const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,            \
       const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,              \
       float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters,  \
-      int rows, int qh, int hg, int P, int mbps, int ps, int bl, float scale
-#define CGRT_MLA_SPLIT_ARGS \
-  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale
+      int rows, int qh, int hg, int P, int mbps, int ps, int bl, float scale,                      \
+      const int *__restrict__ seq_lens, int cap, int min_tiles
+#define CGRT_MLA_SPLIT_ARGS                                                                    \
+  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, \
+      seq_lens, cap, min_tiles
 
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS>(CGRT_MLA_SPLIT_ARGS);
@@ -493,10 +538,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGR
 extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS>(CGRT_MLA_SPLIT_ARGS);
 }
-// Three 16-token stages: no register spill, twice the barriers per token (A/B:
-// CGRT_MLA_SPLIT=m64ts16).
-extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts16(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<4, 3, 16>(CGRT_MLA_SPLIT_ARGS);
+// The previous m64 pipeline (two 32-token stages; spills registers), for A/B runs
+// (CGRT_MLA_SPLIT=m64ts32).
+extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts32(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<4, 2, 32>(CGRT_MLA_SPLIT_ARGS);
 }
 
 // Grid (q_heads, rows, nz), 256 threads: CTA (h, r, z) merges columns [z*W, (z+1)*W) of

@@ -41,11 +41,8 @@ static int part_of(long long t, int T, int P) { return (int)(((t + 1) * (long lo
  * = clamped per-row lengths (row r uses request r / block_len), meta[rows..2*rows] =
  * exclusive prefix sums of ceil(len / 32) (the last is the total T), meta[2*rows+1] =
  * Pe, the ranges in use: min(P, ceil(T / min_tiles)), at least 1. */
-static void schedule_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  (void)l;
-  const int *seq_lens = PTR(const int, 0);
-  int *meta = PTR(int, 1);
-  const int rows = INT(2), bl = INT(3), cap = INT(4), P = INT(5), min_tiles = INT(6);
+static void schedule_rows(const int *seq_lens, int *meta, int rows, int bl, int cap, int P,
+                          int min_tiles) {
   int *ts = meta + rows;
   int acc = 0;
   for (int r = 0; r < rows; r++) {
@@ -61,6 +58,11 @@ static void schedule_ref(const cgrt__ref_launch *l, const unsigned char *p, cons
     pe = pe < P ? pe : P;
     meta[2 * rows + 1] = pe < 1 ? 1 : pe;
   }
+}
+
+static void schedule_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  (void)l;
+  schedule_rows(PTR(const int, 0), PTR(int, 1), INT(2), INT(3), INT(4), INT(5), INT(6));
 }
 
 static void combine_heads(const float *part_o, const float *part_lse, uint16_t *out, float *lse,
@@ -84,7 +86,10 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
 
 /* cgrt_mla_split_*(q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
  *                  rows, q_heads, group_heads, P, max_blocks_per_seq, page_size,
- *                  block_len, scale), grid (groups, P). */
+ *                  block_len, scale, seq_lens, cap, min_tiles), grid (groups, P).
+ * seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
+ * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
+ * leaves the same metadata in meta for the combine kernel. */
 static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   const uint16_t *q = PTR(const uint16_t, 0);
   const uint16_t *kv = PTR(const uint16_t, 1);
@@ -98,7 +103,9 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
   const int rows = INT(9), qh = INT(10), hg = INT(11), P = INT(12), mbps = INT(13), ps = INT(14),
             bl = INT(15);
   const float scale = CGRT__REF_PARAM(float, p, off, 16);
+  const int *seq_lens = PTR(const int, 17);
   const int G = (int)l->grid[0];
+  if (seq_lens != NULL) schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19));
   const int *row_len = meta, *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
 
@@ -213,14 +220,14 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
   }
 }
 
-#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4}
+#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4}
 
 const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_schedule", 7, {8, 8, 4, 4, 4, 4, 4}, schedule_ref},
-    {"cgrt_mla_split_m16", 17, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64", 17, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_ts32", 17, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64_ts16", 17, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16", 20, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64", 20, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_ts32", 20, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64_ts32", 20, SPLIT_SIZES, split_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {0},
 };

@@ -8,15 +8,15 @@
 
 #include "cgrt/cgrt_mla.h"
 #include "kernels/mla_common.cuh"
+#include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
 
 #define MLA_WORKSPACE_NAME "mla.decode"
-#define MLA_PLAN_MAGIC 0x4d4c4150u /* "MLAP" */
 #define MLA_MAX_ROWS (1 << 20)
 #define MLA_MAX_QHEADS 4096
 
 struct cgrt_mla_plan {
-  unsigned magic;
+  cgrt__child child; /* destroyed with the runtime if the host forgets */
   cgrt_runtime *rt;
   cgrt_mla_options o;
   int max_rows, q_heads, cap, min_tiles;
@@ -28,6 +28,7 @@ struct cgrt_mla_plan {
   size_t counter_offset;     /* first counter of this plan's lane, in counters */
   size_t fixed_split_bytes;
   int pdl;                   /* launch split and combine with programmatic stream serialization */
+  int fuse;                  /* rows <= split block size: the split kernel schedules itself */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -46,6 +47,8 @@ static size_t next_pow2(size_t x) {
   while (p < x) p <<= 1;
   return p;
 }
+
+static void destroy_child(void *obj);
 
 cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
                                  cgrt_mla_plan **out) {
@@ -91,7 +94,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
 
   cgrt_mla_plan *p = (cgrt_mla_plan *)calloc(1, sizeof *p);
   if (!p) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_mla_plan_create: host allocation");
-  p->magic = MLA_PLAN_MAGIC;
   p->rt = rt;
   p->o = o;
   p->max_rows = o.max_num_seqs * o.block_len;
@@ -113,20 +115,23 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
 
   const char *split_name = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
   {
-    /* Tuning knobs for A/B runs (read once here): CGRT_MLA_SPLIT=ts32 takes the previous
-     * m16 pipeline (two 32-token stages) / m64ts16 an m64 pipeline of three 16-token
-     * stages; CGRT_MLA_PDL=0 launches without programmatic dependent launch;
+    /* Tuning knobs for A/B runs (read once here): CGRT_MLA_SPLIT=ts32 / m64ts32 take the
+     * previous m16 / m64 pipelines (two 32-token stages); CGRT_MLA_PDL=1 launches split
+     * and combine with programmatic dependent launch (off by default: no gain measured);
+     * CGRT_MLA_FUSE=0 keeps the schedule kernel for short batches;
      * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range. */
     const char *e = getenv("CGRT_MLA_SPLIT");
     if (e && !strcmp(e, "ts32") && !p->s.m64) {
       split_name = "cgrt_mla_split_m16_ts32";
       p->s.smem = CGRT_MLA_M16_TS32_SMEM;
-    } else if (e && !strcmp(e, "m64ts16") && p->s.m64) {
-      split_name = "cgrt_mla_split_m64_ts16";
-      p->s.smem = CGRT_MLA_M64_TS16_SMEM;
+    } else if (e && !strcmp(e, "m64ts32") && p->s.m64) {
+      split_name = "cgrt_mla_split_m64_ts32";
+      p->s.smem = CGRT_MLA_M64_TS32_SMEM;
     }
     e = getenv("CGRT_MLA_PDL");
-    p->pdl = !(e && !strcmp(e, "0"));
+    p->pdl = e && !strcmp(e, "1");
+    e = getenv("CGRT_MLA_FUSE");
+    p->fuse = !(e && !strcmp(e, "0"));
     e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
     if (e && atoi(e) > 0) p->min_tiles = atoi(e);
   }
@@ -174,22 +179,31 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       goto fail;
     }
   }
+  if (cgrt__handle_add(p, CGRT__HANDLE_MLA_PLAN) != 0) {
+    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_mla_plan_create: the live-handle table is full");
+    goto fail;
+  }
+  p->child.destroy = destroy_child;
+  p->child.obj = p;
+  p->child.kind = "mla plan";
+  cgrt__runtime_attach(rt, &p->child);
   *out = p;
   return CGRT_SUCCESS;
 fail:
-  p->magic = 0;
   free(p);
   return st;
 }
 
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan) {
-  if (!plan || plan->magic != MLA_PLAN_MAGIC) return;
-  plan->magic = 0;
+  if (!plan || !cgrt__handle_remove(plan, CGRT__HANDLE_MLA_PLAN)) return;
+  if (cgrt__runtime_is_live(plan->rt)) cgrt__runtime_detach(plan->rt, &plan->child);
   free(plan);
 }
 
+static void destroy_child(void *obj) { cgrt_mla_plan_destroy((cgrt_mla_plan *)obj); }
+
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *info) {
-  if (!p || p->magic != MLA_PLAN_MAGIC)
+  if (!cgrt__handle_live(p, CGRT__HANDLE_MLA_PLAN))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_plan_get_info: plan is NULL or destroyed");
   if (!info || info->size < sizeof *info)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
@@ -209,7 +223,7 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
 }
 
 cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_args *a) {
-  if (!p || p->magic != MLA_PLAN_MAGIC)
+  if (!cgrt__handle_live(p, CGRT__HANDLE_MLA_PLAN))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_decode: plan is NULL or destroyed");
   cgrt_runtime *rt = p->rt;
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_mla_decode");
@@ -267,16 +281,23 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   const cgrt__driver *drv = rt->drv;
   CUresult r;
 
-  void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles};
-  r = drv->cuLaunchKernel(p->f_sched, 1, 1, 1, 1024, 1, 1, 0, stream, sched_args, NULL);
-  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: schedule kernel");
+  /* Short batches (rows <= the split kernel's block size): the split kernel computes
+   * the schedule itself (one launch and one kernel boundary fewer). */
+  const int fused = p->fuse && rows <= p->s.threads;
+  CUdeviceptr sl_arg = fused ? seq_lens : 0;
+  if (!fused) {
+    void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles};
+    r = drv->cuLaunchKernel(p->f_sched, 1, 1, 1, 1024, 1, 1, 0, stream, sched_args, NULL);
+    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: schedule kernel");
+  }
 
   void *split_args[] = {&q,    &kv,    &bt,  &meta, &out, &lse, &po,   &pl,  &counters,
-                        &rows, &qh,    &hg,  &parts, &mbps, &ps, &bl, &scale};
+                        &rows, &qh,    &hg,  &parts, &mbps, &ps, &bl, &scale,
+                        &sl_arg, &cap, &min_tiles};
   /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
-   * them; with programmatic stream serialization their CTAs launch while it runs. The
-   * schedule kernel is launched plainly: it overwrites the metadata that the previous
-   * step's kernels read. */
+   * them; with programmatic stream serialization (CGRT_MLA_PDL=1) their CTAs launch
+   * while it runs. The schedule kernel is launched plainly: it overwrites the metadata
+   * that the previous step's kernels read. */
   CUlaunchAttribute attr;
   memset(&attr, 0, sizeof attr);
   attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

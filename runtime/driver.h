@@ -98,6 +98,10 @@ extern "C" {
     (hStream, hEvent, Flags))                                                                        \
   X(cuStreamBeginCapture, 10010, CGRT__REQUIRED, (CUstream hStream, CUstreamCaptureMode mode),       \
     (hStream, mode))                                                                                 \
+  X(cuStreamBeginCaptureToGraph, 12030, CGRT__OPTIONAL,                                             \
+    (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                             \
+     const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode),      \
+    (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))                          \
   X(cuStreamEndCapture, 10000, CGRT__REQUIRED, (CUstream hStream, CUgraph * phGraph),               \
     (hStream, phGraph))                                                                              \
   X(cuStreamIsCapturing, 10000, CGRT__REQUIRED,                                                      \

@@ -9,10 +9,19 @@ static cgrt_status check(cgrt_runtime *rt, const char *api, int bad_args) {
   return CGRT_SUCCESS;
 }
 
+/* cuMemcpyHtoD from pageable memory may return before the DMA reached device memory,
+ * and cuMemsetD8 is asynchronous: neither is ordered with work on non-blocking streams
+ * (graph replay streams are). Waiting for the legacy stream makes the data visible to
+ * whatever the host launches next, on any stream. */
+static cgrt_status complete(cgrt_runtime *rt, const char *api) {
+  return CGRT__CU(rt->drv, cuStreamSynchronize, (NULL), CGRT_ERROR_DRIVER, api);
+}
+
 cgrt_status cgrt_memcpy_htod(cgrt_runtime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
   cgrt_status st = check(rt, "cgrt_memcpy_htod", bytes && (!dst || !src));
   if (st || !bytes) return st;
-  return CGRT__CU(rt->drv, cuMemcpyHtoD, (dst, src, bytes), CGRT_ERROR_DRIVER, "cgrt_memcpy_htod");
+  st = CGRT__CU(rt->drv, cuMemcpyHtoD, (dst, src, bytes), CGRT_ERROR_DRIVER, "cgrt_memcpy_htod");
+  return st ? st : complete(rt, "cgrt_memcpy_htod");
 }
 
 cgrt_status cgrt_memcpy_dtoh(cgrt_runtime *rt, void *dst, CUdeviceptr src, size_t bytes) {
@@ -32,7 +41,8 @@ cgrt_status cgrt_memcpy_dtod_async(cgrt_runtime *rt, CUdeviceptr dst, CUdevicept
 cgrt_status cgrt_memset_d8(cgrt_runtime *rt, CUdeviceptr dst, unsigned char value, size_t bytes) {
   cgrt_status st = check(rt, "cgrt_memset_d8", bytes && !dst);
   if (st || !bytes) return st;
-  return CGRT__CU(rt->drv, cuMemsetD8, (dst, value, bytes), CGRT_ERROR_DRIVER, "cgrt_memset_d8");
+  st = CGRT__CU(rt->drv, cuMemsetD8, (dst, value, bytes), CGRT_ERROR_DRIVER, "cgrt_memset_d8");
+  return st ? st : complete(rt, "cgrt_memset_d8");
 }
 
 cgrt_status cgrt_stream_synchronize(cgrt_runtime *rt, CUstream stream) {

@@ -307,6 +307,8 @@ cgrt_status cgrt_counters_reserve(cgrt_runtime *rt, size_t bytes) {
     if (!st) {
       /* Zeroed once, here; kernels leave every counter at zero after each launch. */
       st = CGRT__CU(rt->drv, cuMemsetD32, (p, 0, bytes / 4), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
+      /* cuMemsetD32 is asynchronous; kernels on non-blocking streams must see zeros. */
+      if (!st) st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
       if (st) rt->drv->cuMemFree(p);
     }
     if (!st) {

@@ -37,6 +37,22 @@
 
 static cgrt_runtime *rt;
 
+// Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
+static void set_envs(const char *envs) {
+  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE"}) unsetenv(k);
+  if (!envs) return;
+  std::string e(envs);
+  size_t pos = 0;
+  while (pos < e.size()) {
+    size_t end = e.find(' ', pos);
+    if (end == std::string::npos) end = e.size();
+    const std::string kv = e.substr(pos, end - pos);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    pos = end + 1;
+  }
+}
+
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -132,6 +148,7 @@ int main(int argc, char **argv) {
                    std::to_string(copy_tbps) + ",\n  \"results\": [\n";
   printf("d2d copy %.3f TB/s on %s (%d SMs)\n", copy_tbps, info.device_name, info.sm_count);
   bool first = true;
+  std::string jab;  // --ab: interleaved variant medians
   int lane = 0;
   for (auto &s : shapes) {
     const int batch = s[0], heads = s[1], ctx = s[2];
@@ -151,15 +168,8 @@ int main(int argc, char **argv) {
     CU(d->cuMemAlloc(&out, (size_t)batch * heads * 512 * 2));
     CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
     // One measurement: plan created under the variant's environment knobs.
-    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *env_split,
-                       const char *env_pdl, const char *env_mt) {
-      auto set = [](const char *k, const char *v) {
-        if (v) setenv(k, v, 1);
-        else unsetenv(k);
-      };
-      set("CGRT_MLA_SPLIT", env_split);
-      set("CGRT_MLA_PDL", env_pdl);
-      set("CGRT_MLA_MIN_TILES", env_mt);
+    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *envs) {
+      set_envs(envs);
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
       o.max_num_seqs = batch;
@@ -170,9 +180,7 @@ int main(int argc, char **argv) {
       o.lane = lane++ % CGRT_MAX_LANES;
       cgrt_mla_plan *plan;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
-      set("CGRT_MLA_SPLIT", nullptr);
-      set("CGRT_MLA_PDL", nullptr);
-      set("CGRT_MLA_MIN_TILES", nullptr);
+      set_envs(nullptr);
       cgrt_mla_plan_info pi{};
       pi.size = sizeof pi;
       OK(cgrt_mla_plan_get_info(plan, &pi));
@@ -245,24 +253,97 @@ int main(int argc, char **argv) {
       cgrt_mla_plan_destroy(plan);
     };
     for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
-      measure(cb, "default", nullptr, nullptr, nullptr);
+      measure(cb, "default", nullptr);
     if (ab) {
+      // Interleaved A/B: every variant's plan and graphs first, then rounds that replay
+      // each variant in turn, so that clock and power drift hit all of them alike.
       const auto W = CGRT_MLA_COMBINE_WORKSPACE, C = CGRT_MLA_COMBINE_COUNTERS;
-      if (heads <= 32) measure(W, "ts32", "ts32", nullptr, nullptr);
-      else measure(W, "m64ts16", "m64ts16", nullptr, nullptr);
-      measure(W, "nopdl", nullptr, "0", nullptr);
+      struct V {
+        const char *name;
+        cgrt_mla_combine cb;
+        const char *envs;
+        cgrt_mla_plan *plan;
+        std::vector<CUgraphExec> ex;
+        std::vector<float> t;
+      };
+      std::vector<V> vs;
+      vs.push_back({"default", W, nullptr, nullptr, {}, {}});
+      vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
+      if (heads <= 32) vs.push_back({"ts32", W, "CGRT_MLA_SPLIT=ts32", nullptr, {}, {}});
+      else vs.push_back({"m64ts32", W, "CGRT_MLA_SPLIT=m64ts32", nullptr, {}, {}});
+      if (batch <= 128 && heads <= 32) vs.push_back({"nofuse", W, "CGRT_MLA_FUSE=0", nullptr, {}, {}});
       if (batch == 1) {
-        measure(W, "mt1", nullptr, nullptr, "1");
-        measure(W, "mt4", nullptr, nullptr, "4");
-        measure(C, "mt4", nullptr, nullptr, "4");
-        measure(C, "mt16", nullptr, nullptr, "16");
-        measure(W, "ts32pdl0", "ts32", "0", nullptr);
+        vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"mt8", W, "CGRT_MLA_MIN_TILES=8", nullptr, {}, {}});
+        vs.push_back({"cnt", C, nullptr, nullptr, {}, {}});
+        vs.push_back({"cnt_mt16", C, "CGRT_MLA_MIN_TILES=16", nullptr, {}, {}});
+        vs.push_back({"old", W, "CGRT_MLA_SPLIT=ts32 CGRT_MLA_FUSE=0 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
       }
-      if (batch == 32 && heads == 16) measure(W, "ts32pdl0", "ts32", "0", nullptr);
+      for (V &v : vs) {
+        cgrt_mla_options o;
+        cgrt_mla_options_init(&o);
+        o.max_num_seqs = batch;
+        o.heads = heads;
+        o.page_size = ps;
+        o.max_model_len = ctx;
+        o.combine = v.cb;
+        o.lane = lane++ % CGRT_MAX_LANES;
+        set_envs(v.envs);
+        OK(cgrt_mla_plan_create(rt, &o, &v.plan));
+        set_envs(nullptr);
+        v.ex.resize(copies);
+        for (int c = 0; c < copies; c++) {
+          cgrt_mla_args a;
+          memset(&a, 0, sizeof a);
+          a.size = sizeof a;
+          a.q = q; a.kv_cache = kv; a.block_table = btd + (size_t)c * pages * 4; a.seq_lens = lens;
+          a.out = out; a.lse = lse; a.num_rows = batch; a.softmax_scale = 0.0721f;
+          OK(cgrt_mla_decode(v.plan, st, &a));
+          CUgraph g;
+          CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+          OK(cgrt_mla_decode(v.plan, st, &a));
+          CU(d->cuStreamEndCapture(st, &g));
+          CU(d->cuGraphInstantiateWithFlags(&v.ex[c], g, 0));
+          d->cuGraphDestroy(g);
+        }
+      }
+      int k = 0;
+      for (int round = 0; round < 8; round++)
+        for (V &v : vs) {
+          for (int i = 0; i < 2; i++) CU(d->cuGraphLaunch(v.ex[(k++) % copies], st));
+          for (int i = 0; i < 8; i++) {
+            CU(d->cuEventRecord(e0, st));
+            CU(d->cuGraphLaunch(v.ex[(k++) % copies], st));
+            CU(d->cuEventRecord(e1, st));
+            CU(d->cuEventSynchronize(e1));
+            float ms;
+            CU(d->cuEventElapsedTime(&ms, e0, e1));
+            v.t.push_back(ms * 1e3f);
+          }
+        }
+      OK(cgrt_counters_verify(rt));
+      const double base = median(vs[0].t);
+      for (V &v : vs) {
+        const double us = median(v.t);
+        const double tbps = (double)batch * ctx * 576 * 2 / (us * 1e-6) / 1e12;
+        printf("A/B batch %3d heads %3d ctx %5d %-9s %8.2f us  %.3f TB/s  %+.1f%% vs default\n", batch, heads,
+               ctx, v.name, us, tbps, 100.0 * (us - base) / base);
+        char b[512];
+        snprintf(b, sizeof b,
+                 "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"variant\": \"%s\", \"env\": \"%s\", "
+                 "\"combine\": \"%s\", \"us_graph_median\": %.3f, \"kv_tbps\": %.4f}",
+                 jab.empty() ? "" : ",\n", batch, heads, ctx, v.name, v.envs ? v.envs : "",
+                 v.cb == C ? "counters" : "workspace", us, tbps);
+        jab += b;
+        for (auto e : v.ex) d->cuGraphExecDestroy(e);
+        cgrt_mla_plan_destroy(v.plan);
+      }
     }
     d->cuMemFree(q); d->cuMemFree(btd); d->cuMemFree(lens); d->cuMemFree(out); d->cuMemFree(lse);
   }
-  js += "\n  ]\n}\n";
+  js += "\n  ]";
+  if (!jab.empty()) js += ",\n  \"ab_interleaved\": [\n" + jab + "\n  ]";
+  js += "\n}\n";
   printf("%s", js.c_str());
   if (FILE *f = fopen(out_path.c_str(), "w")) {
     fputs(js.c_str(), f);

@@ -21,7 +21,13 @@
  *     with cuGraphExecUpdate, re-instantiated when the topology changed.
  * Checked replay (off by default) verifies before launch that every pointer parameter of
  * every node lies inside a live allocation known to cgrt, and after launch that the
- * counters of multi-CTA kernels are back at zero. */
+ * counters of multi-CTA kernels are back at zero.
+ *
+ * Draft loops (cgrt_graphs_draft) run K decode steps with the metadata advanced on the
+ * device in between: unrolled (K copies of the step in one graph), or, with
+ * options.draft_while on a driver that supports conditional nodes (CUDA 12.4+), as one
+ * conditional WHILE node whose body is one step, which stops early once every request's
+ * draft has ended. */
 #ifndef CGRT_GRAPHS_H
 #define CGRT_GRAPHS_H
 
@@ -56,11 +62,19 @@ typedef struct cgrt_batch_desc {
   int padded_rows;  /* rows the launched work covers: the bucket size, or rows when eager */
   int capturing;    /* 1 when the callback runs under stream capture: it must not
                        synchronize, allocate or read results back */
-  int draft_step;   /* index of the step inside a draft loop; 0 otherwise */
+  int draft_step;   /* index of the step inside a draft loop; 0 otherwise (and in a
+                       WHILE body, see while_body) */
   /* Current address of every registered buffer, indexed by buffer id (registration
    * order). The callback must take its pointers from here. Valid during the call. */
   const CUdeviceptr *buffers;
   size_t num_buffers;
+  /* 1 when the callback is captured into the body of a WHILE draft loop
+   * (options.draft_while): what it launches runs once per draft step, so it must not
+   * depend on draft_step (which is 0). Bodies may hold kernel, memcpy and memset nodes
+   * (device memory only), empty, child-graph and conditional nodes: no host functions,
+   * events or allocations. A callback that cannot comply returns an error: the set then
+   * keeps the unrolled loop for that bucket. */
+  int while_body;
 } cgrt_batch_desc;
 
 /* Launches one decode step for `batch` on `stream` (and only there, or on streams joined
@@ -93,13 +107,18 @@ typedef struct cgrt_buffer_desc {
  * the kernels of the step read, per row i (row = r * block_len + j):
  *   seq_lens[i] = req_seq_lens[r], positions[i] = req_positions[r] + j,
  *   slot_mapping[i] = block_table[r][pos / block_size] * block_size + pos % block_size
- *   (int32, int64, int64; padding rows: 0, 0, -1). */
+ *   (int32, int64, int64; padding rows: 0, 0, -1).
+ * draft_remaining (optional, -1 for none; only read by WHILE draft loops, see
+ * cgrt_graphs_draft): int32 per request, draft_remaining[r] = how many draft steps
+ * request r still wants in this loop; the host writes it before the call, cgrt never
+ * writes it. A request with 0 takes part in no step of its own. */
 typedef struct cgrt_graph_meta {
   int enabled;
   int req_seq_lens, req_positions, block_table;
   int seq_lens, positions, slot_mapping;
   int block_size;
   int max_blocks_per_seq;
+  int draft_remaining; /* default -1 (cgrt_graphs_options_init) */
 } cgrt_graph_meta;
 
 typedef enum cgrt_replay_mode {
@@ -150,6 +169,16 @@ typedef struct cgrt_graphs_options {
   CUstream stream;        /* replay stream; NULL: a stream of the set */
   int draft_steps;        /* K >= 2 captures K-step draft loops of the decode buckets */
   cgrt_draft_rebuild_fn draft_rebuild; /* for draft loops under DCP; may be NULL */
+  /* 1: also capture each draft loop as a conditional WHILE node (CUDA 12.4+ driver) that
+   * stops early when every request's draft has ended, and use it in cgrt_graphs_draft.
+   * Needs draft_steps >= 2 and dcp_world_size 1 (else ignored). The unrolled loops are
+   * still captured: they serve when the driver lacks conditional nodes
+   * (cuGraphConditionalHandleCreate, cuGraphAddNode or cuStreamBeginCaptureToGraph
+   * missing or CUDA_ERROR_NOT_SUPPORTED: logged once at CGRT_LOG_INFO, not an error) and
+   * for buckets whose WHILE graph failed to capture. The set then owns 256 bytes of
+   * device memory (the loop's step counter, zero between launches), allocated by
+   * cgrt_graphs_create. Default 0. */
+  int draft_while;
 } cgrt_graphs_options;
 
 /* Fills the defaults (and the size). Thread-safe. */
@@ -217,8 +246,28 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
  * one graph holding K steps with the metadata advanced on the device in between
  * (seq_lens = min(s + 1, max_model_len), positions + 1, slots from the block table).
  * With dcp_world_size > 1 it replays the decode graph K times and calls draft_rebuild in
- * between (logged once). Statuses: as cgrt_graphs_step, plus CGRT_ERROR_NOT_SUPPORTED
- * (no draft loops captured, or DCP without draft_rebuild). Thread-safe (serialized). */
+ * between (logged once).
+ *
+ * WHILE loop (options.draft_while, when captured for the bucket): one graph launch that
+ * runs n <= K steps, n decided on the device. Request r < num_reqs is active for step i
+ * when its seq_len before step i is > 0 for i = 0 (req_seq_lens), in (0, max_model_len)
+ * for i >= 1 (a request whose step reached max_model_len has ended), and, when
+ * meta.draft_remaining is set, draft_remaining[r] > i. Step i runs when i < K and some
+ * request is active for it; the loop stops at the first step with none (so n = 0 when no
+ * request is active at all: nothing is launched but the metadata kernels). The steps
+ * themselves are the unrolled loop's: after a WHILE loop of n steps every buffer holds
+ * exactly what the first n steps of the unrolled loop leave (rows whose own draft ended
+ * are still computed while another row is active; their results past their end are not
+ * meaningful). The host learns n from the metadata: for a row with seq_lens > 0,
+ * n = positions[r] - req_positions[r] + 1 (when n >= 1). cgrt does not read n back.
+ * Pointer-updated replay patches nodes inside the WHILE body like any other; if the
+ * driver refuses that (CUDA_ERROR_NOT_SUPPORTED / CUDA_ERROR_INVALID_VALUE from a body
+ * node update; logged once at CGRT_LOG_WARN), the bucket's WHILE graph is re-captured and
+ * re-instantiated whenever one of its buffers moved (stats.reinstantiations). In
+ * exec-update replay a moved buffer always re-instantiates the WHILE graph.
+ *
+ * Statuses: as cgrt_graphs_step, plus CGRT_ERROR_NOT_SUPPORTED (no draft loops captured,
+ * or DCP without draft_rebuild). Thread-safe (serialized). */
 cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
                               size_t num_bindings);
 
@@ -245,6 +294,8 @@ typedef struct cgrt_graphs_stats {
   size_t nodes;                /* nodes over all captured graphs */
   double capture_seconds;      /* capture + instantiate + upload, all buckets */
   size_t graph_memory_bytes;   /* cuMemGetInfo deltas over the captures (>= 0) */
+  uint64_t draft_while_loops;  /* draft loops run as a WHILE graph (also in draft_loops) */
+  int draft_while_available;   /* 1 when at least one WHILE draft graph is captured */
 } cgrt_graphs_stats;
 
 /* Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT.
@@ -256,12 +307,13 @@ typedef struct cgrt_bucket_info {
   cgrt_graph_mode mode;
   int draft;             /* 1 for a draft-loop graph */
   int rows;              /* bucket size in rows */
-  int captured;          /* 0 when its capture failed */
-  size_t nodes;
+  int captured;          /* 0 when its capture failed (or conditional nodes are missing) */
+  size_t nodes;          /* WHILE graphs: top-level nodes and body nodes */
   size_t patch_sites;    /* indexed (node, parameter) sites pointing into buffers */
   double capture_seconds, instantiate_seconds;
   size_t memory_bytes;
   uint64_t replays;
+  int draft_while;       /* 1 for a draft loop as a conditional WHILE node */
 } cgrt_bucket_info;
 
 /* Number of buckets (draft loops included) and their descriptions, largest first per

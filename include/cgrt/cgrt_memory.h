@@ -13,8 +13,9 @@
 extern "C" {
 #endif
 
-/* Copies `bytes` from host memory to device memory (cuMemcpyHtoD; synchronous with
- * respect to the host). Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE;
+/* Copies `bytes` from host memory to device memory. Complete on return: the data is in
+ * device memory and visible to work the host launches afterwards on any stream
+ * (cuMemcpyHtoD alone does not promise that for pageable memory). Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE;
  * CGRT_ERROR_INVALID_ARGUMENT (NULL src or dst 0 with bytes > 0); CGRT_ERROR_DRIVER
  * (message names the call and the CUresult). Thread-safe. Must not be called during
  * capture (it synchronizes). */
@@ -31,7 +32,7 @@ cgrt_status cgrt_memcpy_dtoh(cgrt_runtime *rt, void *dst, CUdeviceptr src, size_
 cgrt_status cgrt_memcpy_dtod_async(cgrt_runtime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                    CUstream stream);
 
-/* Sets `bytes` bytes to `value` (cuMemsetD8; synchronous). Statuses as cgrt_memcpy_htod.
+/* Sets `bytes` bytes to `value`. Complete on return, like cgrt_memcpy_htod. Statuses as cgrt_memcpy_htod.
  * Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_memset_d8(cgrt_runtime *rt, CUdeviceptr dst, unsigned char value, size_t bytes);
 

@@ -9,7 +9,9 @@
  * One decode step enqueues, on the caller's stream, with grids fixed by the plan:
  *   1. a 1-CTA scheduling kernel that reads the current seq_lens on the device, expands
  *      them to rows (block_len rows per request), and cuts the batch's KV tiles into
- *      equal ranges, one per CTA (balanced whatever the mix of lengths);
+ *      equal ranges, one per CTA (balanced whatever the mix of lengths); for short
+ *      batches (num_rows <= the split kernel's block size) the split kernel does this
+ *      itself and the scheduling kernel is not launched;
  *   2. the split kernel (tensor cores, cp.async pipeline), one CTA per (head group,
  *      range), persistent over its range's rows;
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
@@ -91,8 +93,9 @@ typedef struct cgrt_mla_plan_info {
  * heads); any other q (24, 96, ...) takes the generic path (CTAs of 16 heads, the last
  * partly masked), which is logged once here at CGRT_LOG_WARN. Neither is an error.
  *
- * Ownership: *out is owned by the caller, released with cgrt_mla_plan_destroy; the plan
- * refers to rt, which must outlive it. On failure *out is NULL and nothing leaks (a
+ * Ownership: *out is owned by the caller, released with cgrt_mla_plan_destroy; a plan
+ * still alive when its runtime is destroyed is destroyed with it (and then its handle is
+ * no longer live: decode returns CGRT_ERROR_INVALID_HANDLE, destroy is a no-op). On failure *out is NULL and nothing leaks (a
  * workspace reservation already made stays with the runtime, as all reservations do).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
  * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine or
@@ -108,8 +111,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *optio
  * (it makes no driver call). */
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan);
 
-/* Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
- * CGRT_ERROR_INVALID_ARGUMENT (NULL info or info->size too small). Thread-safe. */
+/* Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL, destroyed or foreign plan;
+ * never dereferenced); CGRT_ERROR_INVALID_ARGUMENT (NULL info or info->size too small).
+ * Thread-safe. */
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *plan, cgrt_mla_plan_info *info);
 
 /* One decode step's tensors (device addresses, dense, row-major). q, kv_cache and out
@@ -129,7 +133,7 @@ typedef struct cgrt_mla_args {
   float softmax_scale;     /* applied to q . k; finite */
 } cgrt_mla_args;
 
-/* Enqueues one decode step on `stream` (2 kernels for COUNTERS, 3 for WORKSPACE). Fixed
+/* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE). Fixed
  * grids and addresses for fixed (plan, num_rows, tensors): safe to capture, and a
  * captured graph replays with whatever seq_lens/block_table/q hold at replay time.
  * Call it once outside capture first (warm-up): that allocates the counter buffer if

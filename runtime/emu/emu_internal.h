@@ -174,6 +174,7 @@ typedef struct emu_capture {
   uint64_t thread;
   int invalidated;
   struct CUstream_st *origin;
+  int to_graph; /* cuStreamBeginCaptureToGraph: graph belongs to the caller, kept on failure */
   struct emu_capture *next;
 } emu_capture;
 

@@ -214,6 +214,52 @@ CUresult cgrt__emu_cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mo
   return r;
 }
 
+/* Capture into an existing graph (a conditional body, typically): the captured nodes
+ * are appended to hGraph after `dependencies`; EndCapture returns hGraph. On a failed
+ * capture the nodes already appended stay in hGraph (the caller owns it). */
+CUresult cgrt__emu_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                               const CUgraphNode *dependencies,
+                                               const CUgraphEdgeData *dependencyData,
+                                               size_t numDependencies, CUstreamCaptureMode mode) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (numDependencies > 0 && dependencies == NULL) return CUDA_ERROR_INVALID_VALUE;
+  static const CUgraphEdgeData zero;
+  for (size_t i = 0; dependencyData != NULL && i < numDependencies; i++)
+    if (memcmp(&dependencyData[i], &zero, sizeof(zero)) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  cgrt__emu_lock();
+  if (is_default(hStream)) {
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  } else if (!cgrt__emu_reg_is(hStream, EMU_K_STREAM) || !cgrt__emu_reg_is(hGraph, EMU_K_GRAPH)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (hStream->cap != NULL) {
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  } else if ((r = cgrt__emu_check_deps(hGraph, dependencies, numDependencies)) == CUDA_SUCCESS) {
+    emu_capture *c = calloc(1, sizeof(*c));
+    if (c == NULL || deps_set(hStream, (struct CUgraphNode_st *const *)dependencies, numDependencies) !=
+                         CUDA_SUCCESS) {
+      free(c);
+      hStream->ndeps = 0;
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      c->id = cgrt__emu_next_id();
+      c->graph = hGraph;
+      c->to_graph = 1;
+      c->mode = mode;
+      c->thread = cgrt__emu_thread_id();
+      c->origin = hStream;
+      c->next = g_captures;
+      g_captures = c;
+      hStream->cap = c;
+    }
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
 /* Marks n and its ancestors (by index) in `seen`. */
 static void mark_ancestors(const struct CUgraphNode_st *n, unsigned char *seen) {
   if (seen[n->index]) return;
@@ -285,7 +331,7 @@ CUresult cgrt__emu_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
   if (r == CUDA_SUCCESS) {
     *phGraph = c->graph;
   } else {
-    cgrt__emu_graph_free(c->graph);
+    if (!c->to_graph) cgrt__emu_graph_free(c->graph);
     *phGraph = NULL;
   }
   free(c);

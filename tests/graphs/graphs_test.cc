@@ -495,6 +495,331 @@ TEST_F(GraphsTest, DraftLoopUnderDcpFallsBackToSingleSteps) {
   EXPECT_EQ(stats().replays, 4u * 3u);
 }
 
+// ---- draft loops as a conditional WHILE node ---------------------------------------------
+
+// Steps a WHILE draft loop takes (cgrt_graphs.h, cgrt_graphs_draft): step i runs when
+// i < K and some request is active for it; rem empty: no draft_remaining buffer.
+static int while_steps(const synth::Engine::Batch &bt, int K, int max_len, const std::vector<int32_t> &rem) {
+  auto active = [&](int r, int i) {
+    int s = std::min(bt.seq[r] + i - 1, max_len);  // seq_len before step i (i >= 1)
+    bool len_ok = i == 0 ? bt.seq[r] > 0 : (s > 0 && s < max_len);
+    return len_ok && (rem.empty() || rem[r] > i);
+  };
+  int n = 0;
+  for (int i = 0; i < K; i++) {
+    bool any = false;
+    for (int r = 0; r < bt.reqs; r++) any = any || active(r, i);
+    if (!any) break;
+    n = i + 1;
+  }
+  return n;
+}
+
+class WhileDraftTest : public GraphsTest {
+ protected:
+  cgrt_buffer_desc wdescs[synth::NB + 1];
+  CUdeviceptr remaining = 0;
+  int K = 4;
+
+  // A decode-only set with K-step draft loops, WHILE on; with_remaining registers a
+  // draft_remaining buffer (id NB).
+  void while_set(bool with_remaining, int checked = 0, cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE) {
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    for (int i = 0; i < synth::NB; i++) wdescs[i] = descs[i];
+    o.buffers = wdescs;
+    if (with_remaining) {
+      remaining = eng.alloc((size_t)eng.cfg.max_reqs * 4);
+      ASSERT_NE(remaining, 0u);
+      wdescs[synth::NB] = {"draft_remaining", remaining, (size_t)eng.cfg.max_reqs * 4, CGRT_BUFFER_IN};
+      o.num_buffers = synth::NB + 1;
+      o.meta.draft_remaining = synth::NB;
+    }
+    o.block_len = 0;
+    o.draft_steps = K;
+    o.draft_while = 1;
+    o.checked_replay = checked;
+    o.replay_mode = mode;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    init_cur();
+  }
+  size_t while_buckets() {
+    size_t n = 0;
+    for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
+      cgrt_bucket_info info{};
+      info.size = sizeof info;
+      EXPECT_EQ(cgrt_graphs_get_bucket(set, i, &info), CGRT_SUCCESS);
+      n += info.draft_while && info.captured;
+    }
+    return n;
+  }
+  // One WHILE draft of a batch vs `expect_n` eager steps.
+  void draft_and_check(const synth::Engine::Batch &bt, int expect_n, const std::vector<cgrt_binding> &bind,
+                       const char *what) {
+    SCOPED_TRACE(what);
+    int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, bt.reqs);
+    uint64_t before = stats().draft_while_loops;
+    CGRT_ASSERT_OK(cgrt_graphs_draft(set, bt.reqs, bind.data(), bind.size()));
+    EXPECT_EQ(stats().draft_while_loops, before + 1) << "ran as a WHILE loop";
+    eng.eager_reference(bt, eng.b.p, expect_n);
+    expect_same(bt, bucket, what);
+    // The host reads the number of steps taken back from the metadata.
+    auto pos = eng.get<int64_t>(cur[synth::POS], 1);
+    if (bt.seq[0] > 0) {
+      EXPECT_EQ(pos[0] - bt.pos[0] + 1, expect_n) << "steps taken";
+    }
+  }
+};
+
+TEST_F(WhileDraftTest, WhileLoopEqualsKSingleSteps) {
+  start();
+  while_set(false);
+  ASSERT_GT(while_buckets(), 0u);
+  EXPECT_EQ(stats().draft_while_available, 1);
+  for (int t = 0; t < 12; t++) {
+    int reqs = 2 + (int)(rng() % 31);
+    auto bt = prepare(reqs, 1, K);
+    if (t % 3 == 0) bt.seq[0] = eng.cfg.max_model_len - 1;  // clamps; request 1 keeps going
+    write_a(bt);
+    ASSERT_EQ(while_steps(bt, K, eng.cfg.max_model_len, {}), K);
+    draft_and_check(bt, K, {}, "K steps");
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(stats().draft_loops, 12u);
+  EXPECT_EQ(stats().draft_while_loops, 12u);
+}
+
+TEST_F(WhileDraftTest, StopsEarlyWhenEveryDraftEnded) {
+  start();
+  while_set(true);
+  ASSERT_GT(while_buckets(), 0u);
+  int max_len = eng.cfg.max_model_len;
+  int seen_full = 0, seen_partial = 0, seen_none = 0;
+  for (int t = 0; t < 24; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    auto bt = prepare(reqs, 1, K);
+    std::vector<int32_t> rem(eng.cfg.max_reqs, 0);
+    for (int r = 0; r < reqs; r++) rem[r] = (int32_t)(rng() % (unsigned)(K + 1));
+    if (t % 4 == 1) {  // every request near the end of its context: ends by length
+      for (int r = 0; r < reqs; r++) {
+        bt.seq[r] = max_len - (int)(rng() % 3);
+        bt.pos[r] = bt.seq[r] - 1;
+        rem[r] = K;
+      }
+    }
+    if (t % 4 == 2) rem.assign(rem.size(), 1);  // one step each
+    eng.put(remaining, rem);
+    write_a(bt);
+    int n = while_steps(bt, K, max_len, rem);
+    seen_full += n == K;
+    seen_partial += n > 0 && n < K;
+    seen_none += n == 0;
+    if (n == 0) {  // no request wants a step: only the metadata kernels run
+      CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
+      ASSERT_EQ(sync(), CGRT_SUCCESS);
+      auto out = eng.get<float>(cur[synth::OUT], (size_t)reqs);
+      for (float v : out) EXPECT_EQ(v, 0.0f) << "no step ran";
+      // Bring the reference's KV in line (nothing ran on either side).
+      continue;
+    }
+    draft_and_check(bt, n, {}, ("early stop, steps " + std::to_string(n)).c_str());
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(seen_full, 0);
+  EXPECT_GT(seen_partial, 2);
+  // Every request done before the loop starts.
+  auto bt = prepare(5, 1, K);
+  write_a(bt);
+  eng.put(remaining, std::vector<int32_t>(eng.cfg.max_reqs, 0));
+  uint64_t loops = stats().draft_while_loops;
+  CGRT_ASSERT_OK(cgrt_graphs_draft(set, 5, nullptr, 0));
+  ASSERT_EQ(sync(), CGRT_SUCCESS);
+  EXPECT_EQ(eng.get<float>(cur[synth::OUT], 5), std::vector<float>(5, 0.0f));
+  EXPECT_EQ(stats().draft_while_loops, loops + 1);
+}
+
+TEST_F(WhileDraftTest, RebindingBeforeAWhileDraftMatchesEager) {
+  start();
+  while_set(false);
+  ASSERT_GT(while_buckets(), 0u);
+  auto bt = prepare(5, 1, K);
+  write_a(bt);
+  draft_and_check(bt, K, {}, "baseline");
+  // Buffers read or written inside the body (x, y, z, out, kv), by the head and the body
+  // (seq_lens, positions) and by the loop kernel (block_table).
+  for (synth::Buf b : {synth::X, synth::Y, synth::Z, synth::OUT, synth::KV, synth::SEQ, synth::POS, synth::BT,
+                       synth::WIN}) {
+    CUdeviceptr alt = eng.alloc(eng.a.bytes[b]);
+    ASSERT_NE(alt, 0u);
+    std::vector<unsigned char> bytes(eng.a.bytes[b]);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[b], bytes.size()), CUDA_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyHtoD(alt, bytes.data(), bytes.size()), CUDA_SUCCESS);
+    cur[b] = alt;
+    auto bt2 = prepare(5, 1, K);
+    write_a(bt2);
+    uint64_t before = patched();
+    draft_and_check(bt2, K, {{(int)b, alt, 0}}, synth::kNames[b]);
+    EXPECT_GT(patched(), before) << "nodes patched for " << synth::kNames[b];
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(stats().reinstantiations, 0u) << "patched in place, inside the body too";
+}
+
+TEST_F(WhileDraftTest, ExecUpdateModeReinstantiatesOnMove) {
+  start();
+  while_set(false, 0, CGRT_REPLAY_EXEC_UPDATE);
+  ASSERT_GT(while_buckets(), 0u);
+  auto bt = prepare(6, 1, K);
+  write_a(bt);
+  draft_and_check(bt, K, {}, "baseline");
+  CUdeviceptr alt = eng.alloc(eng.a.bytes[synth::X]);
+  std::vector<unsigned char> bytes(eng.a.bytes[synth::X]);
+  ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[synth::X], bytes.size()), CUDA_SUCCESS);
+  ASSERT_EQ(eng.drv->cuMemcpyHtoD(alt, bytes.data(), bytes.size()), CUDA_SUCCESS);
+  cur[synth::X] = alt;
+  auto bt2 = prepare(6, 1, K);
+  write_a(bt2);
+  draft_and_check(bt2, K, {{synth::X, alt, 0}}, "x moved");
+  EXPECT_EQ(stats().reinstantiations, 1u);
+}
+
+TEST_F(WhileDraftTest, CountersCleanUnderCheckedReplay) {
+  start();
+  CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 4096));
+  while_set(true, 1);
+  ASSERT_GT(while_buckets(), 0u);
+  for (int t = 0; t < 8; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    auto bt = prepare(reqs, 1, K);
+    std::vector<int32_t> rem(eng.cfg.max_reqs, 0);
+    for (int r = 0; r < reqs; r++) rem[r] = 1 + (int32_t)(rng() % (unsigned)K);
+    eng.put(remaining, rem);
+    write_a(bt);
+    // Checked replay verifies the runtime's counters and the loop's step counter after
+    // the launch (CGRT_ERROR_COUNTERS_DIRTY otherwise).
+    draft_and_check(bt, while_steps(bt, K, eng.cfg.max_model_len, rem), {}, "checked");
+    if (HasFailure()) return;
+  }
+  CGRT_ASSERT_OK(cgrt_counters_verify(rt));
+}
+
+static std::vector<std::string> g_wlog;
+static void wlog_sink(void *, cgrt_log_level, const char *m) { g_wlog.push_back(m); }
+
+TEST_F(WhileDraftTest, FallsBackToUnrolledWithoutConditionalNodes) {
+  start(synth::Config(), 1);
+  cgrt_fault_plan plan{};
+  plan.size = sizeof plan;
+  plan.symbol = "cuGraphConditionalHandleCreate";
+  plan.result = CUDA_ERROR_NOT_SUPPORTED;
+  plan.fail_at = 1;
+  plan.sticky = 1;
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  g_wlog.clear();
+  cgrt_set_log_callback(wlog_sink, nullptr, CGRT_LOG_INFO);
+  while_set(false);  // capture succeeds: the unrolled loops serve
+  cgrt_set_log_callback(nullptr, nullptr, CGRT_LOG_ERROR);
+  EXPECT_EQ(cgrt_fault_injected(), 1u) << "tried once, then the set stops asking";
+  cgrt_fault_set(nullptr);
+  size_t said = 0;
+  for (const auto &m : g_wlog) said += m.find("WHILE draft loops unavailable") != std::string::npos;
+  EXPECT_EQ(said, 1u) << "logged once";
+  EXPECT_EQ(while_buckets(), 0u);
+  EXPECT_EQ(stats().draft_while_available, 0);
+  for (int t = 0; t < 4; t++) {
+    int reqs = 1 + (int)(rng() % 32);
+    auto bt = prepare(reqs, 1, K);
+    write_a(bt);
+    int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
+    CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
+    eng.eager_reference(bt, eng.b.p, K);
+    expect_same(bt, bucket, "unrolled fallback");
+  }
+  EXPECT_EQ(stats().draft_loops, 4u);
+  EXPECT_EQ(stats().draft_while_loops, 0u);
+  // A second capture call does not retry.
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+}
+
+TEST_F(WhileDraftTest, BodyNodeUpdateRefusedFallsBackToReinstantiation) {
+  start(synth::Config(), 1);
+  while_set(false);
+  ASSERT_GT(while_buckets(), 0u);
+  auto bt = prepare(5, 1, K);
+  write_a(bt);
+  draft_and_check(bt, K, {}, "baseline");  // num_reqs 5 patched into the head
+  // x is read only inside the body: the first node update is the body's attention kernel.
+  for (int t = 0; t < 3; t++) {
+    CUdeviceptr alt = eng.alloc(eng.a.bytes[synth::X]);
+    std::vector<unsigned char> bytes(eng.a.bytes[synth::X]);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[synth::X], bytes.size()), CUDA_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyHtoD(alt, bytes.data(), bytes.size()), CUDA_SUCCESS);
+    cur[synth::X] = alt;
+    // The first time, the driver refuses the update of the body node; from then on the
+    // set re-instantiates the bucket on every move without asking again.
+    cgrt_fault_plan plan{};
+    plan.size = sizeof plan;
+    plan.symbol = "cuGraphExecKernelNodeSetParams";
+    plan.result = CUDA_ERROR_NOT_SUPPORTED;
+    plan.fail_at = t == 0 ? 1 : 0;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    auto bt2 = prepare(5, 1, K);
+    write_a(bt2);
+    draft_and_check(bt2, K, {{synth::X, alt, 0}}, "x moved, body refused");
+    EXPECT_EQ(cgrt_fault_injected(), t == 0 ? 1u : 0u);
+    cgrt_fault_set(nullptr);
+    EXPECT_EQ(stats().reinstantiations, (uint64_t)t + 1);
+    if (HasFailure()) return;
+  }
+}
+
+TEST_F(WhileDraftTest, FaultInjectionAcrossWhileCapture) {
+  start(synth::Config(), 1);
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.block_len = 0;
+  int sizes[] = {8};
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 1;
+  o.draft_steps = K;
+  o.draft_while = 1;
+  init_cur();
+  make_set(&o);
+  cgrt_fault_plan plan{};
+  plan.size = sizeof plan;
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  unsigned long n = cgrt_fault_calls();
+  cgrt_fault_set(nullptr);
+  ASSERT_GT(n, 10u);
+  cgrt_graphs_destroy(set);
+  set = nullptr;
+  for (unsigned long i = 1; i <= n; i++) {
+    make_set(&o);
+    plan.fail_at = i;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    cgrt_status st = cgrt_graphs_capture(set);
+    std::string sym = cgrt_fault_last_symbol();
+    cgrt_fault_set(nullptr);
+    EXPECT_TRUE(st == CGRT_SUCCESS || st == CGRT_ERROR_CAPTURE_FAILED || st == CGRT_ERROR_DRIVER ||
+                st == CGRT_ERROR_OUT_OF_MEMORY)
+        << "call " << i << " (" << sym << "): " << cgrt_status_name(st) << ": " << cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // the failed graph is captured now
+    EXPECT_EQ(while_buckets(), 1u) << "call " << i << " (" << sym << ")";
+    auto bt = prepare(3, 1, K);
+    write_a(bt);
+    draft_and_check(bt, K, {}, "after a capture fault");
+    cgrt_graphs_destroy(set);
+    set = nullptr;
+    if (HasFailure()) {
+      ADD_FAILURE() << "fault at call " << i << " (" << sym << ")";
+      return;
+    }
+  }
+}
+
 // ---- fault injection -------------------------------------------------------------------
 
 TEST_F(GraphsTest, FaultInjectionAcrossCaptureInstantiate) {

@@ -410,6 +410,28 @@ TEST_F(Mla, BadArguments) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(nullptr, &info));
   cgrt_mla_plan_destroy(p);
   cgrt_mla_plan_destroy(nullptr);
+  // A destroyed plan is rejected without being read; a second destroy is a no-op.
+  info.size = sizeof info;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(p, &info));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_decode(p, nullptr, &a));
+  cgrt_mla_plan_destroy(p);
+}
+
+TEST(MlaLifetime, RuntimeDestroyTakesLivePlans) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  cgrt_mla_options o;
+  cgrt_mla_options_init(&o);
+  o.max_num_seqs = 2;
+  o.heads = 16;
+  o.max_model_len = 256;
+  cgrt_mla_plan *p = nullptr;
+  CGRT_ASSERT_OK(cgrt_mla_plan_create(rt, &o, &p));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));  // the forgotten plan goes with it (no leak under LSan)
+  cgrt_mla_plan_info info{};
+  info.size = sizeof info;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(p, &info));
+  cgrt_mla_plan_destroy(p);  // no-op
 }
 
 // Captures one decode step into a graph through the driver table and replays it with

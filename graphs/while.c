@@ -1,0 +1,188 @@
+/* Draft loops as a conditional WHILE node (CUDA 12.4+ drivers):
+ *
+ *   prepare (num_reqs patched) -> while_begin (num_reqs patched; state = {0, num_reqs},
+ *   condition = some request active) -> WHILE node { the host's step, captured into the
+ *   body with cuStreamBeginCaptureToGraph -> advance_while (advances the metadata, counts
+ *   the step, sets the condition) }.
+ *
+ * Nothing in the body changes from one launch to the next except buffer addresses:
+ * num_reqs reaches advance_while through state[1], so a body node is patched only when a
+ * buffer it points into moves. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <string.h>
+
+#include "graphs/graphs_internal.h"
+
+#define GX_WHILE_THREADS 256
+#define GX_WHILE_STATE_BYTES 256
+
+static CUdeviceptr maddr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
+
+int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p) {
+  if (f == NULL) return 0;
+  return (f == set->f_while_begin && p == 4) || (f == set->f_advance_while && p == 11);
+}
+
+int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {
+  return set->while_state != 0 && v >= set->while_state && v - set->while_state < GX_WHILE_STATE_BYTES;
+}
+
+static int unsupported(CUresult r) { return r == CUDA_ERROR_NOT_SUPPORTED; }
+
+static cgrt_status fail_build(CUresult r, const char *call, const char *what) {
+  if (unsupported(r))
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "%s returned CUDA_ERROR_NOT_SUPPORTED (%s)", call, what);
+  return cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, call, what);
+}
+
+/* Ends the capture of s whatever happened (the stream must stay usable). */
+static CUresult end_capture(cgrt_graphs *set, CUstream s) {
+  CUgraph g = NULL;
+  CUresult r = set->drv->cuStreamEndCapture(s, &g);
+  if (r != CUDA_SUCCESS) {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (set->drv->cuStreamIsCapturing(s, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      CUgraph g2 = NULL;
+      set->drv->cuStreamEndCapture(s, &g2); /* g2 is the body: owned by its node */
+    }
+  } else if (g == NULL) {
+    r = CUDA_ERROR_UNKNOWN;
+  }
+  return r;
+}
+
+/* The body: the host's step, then advance_while, captured on the capture stream. */
+static cgrt_status capture_body(cgrt_graphs *set, gx_exec *e, CUgraph body,
+                                CUgraphConditionalHandle h) {
+  const cgrt__driver *drv = set->drv;
+  const cgrt_graph_meta *m = &set->o.meta;
+  CUstream s = set->cap_stream;
+  cgrt_batch_desc d;
+  gx_fill_desc(set, e, set->current, &d);
+  d.capturing = 1;
+  d.while_body = 1;
+  cgrt__runtime_capture_begin(set->rt);
+  CUresult r = drv->cuStreamBeginCaptureToGraph(s, body, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS) {
+    cgrt__runtime_capture_end(set->rt);
+    return fail_build(r, "cuStreamBeginCaptureToGraph", "capturing the body of a WHILE draft loop");
+  }
+  cgrt_status st = gx_call_enqueue(set, s, &d);
+  if (st == CGRT_SUCCESS) {
+    int a_rows = e->rows, a_steps = set->o.draft_steps, a_max = set->o.max_model_len,
+        a_bs = m->block_size, a_mb = m->max_blocks_per_seq;
+    CUdeviceptr p[6] = {maddr(set->current, m->block_table),    maddr(set->current, m->seq_lens),
+                        maddr(set->current, m->positions),      maddr(set->current, m->slot_mapping),
+                        maddr(set->current, m->draft_remaining), set->while_state};
+    unsigned long long hv = (unsigned long long)h;
+    void *args[12] = {&a_rows, &a_steps, &a_max, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &hv};
+    st = CGRT__CU(drv, cuLaunchKernel,
+                  (set->f_advance_while, 1, 1, 1, GX_WHILE_THREADS, 1, 1, 0, s, args, NULL),
+                  CGRT_ERROR_CAPTURE_FAILED, "graph set: launching the WHILE metadata advance kernel");
+  }
+  r = end_capture(set, s);
+  cgrt__runtime_capture_end(set->rt);
+  if (st == CGRT_SUCCESS && r != CUDA_SUCCESS)
+    st = cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamEndCapture", "ending the capture of a WHILE body");
+  if (st != CGRT_SUCCESS && st != CGRT_ERROR_NOT_SUPPORTED) {
+    cgrt__error_prefix("capture of %s bucket %d rows failed", gx_mode_name(e), e->rows);
+    st = CGRT_ERROR_CAPTURE_FAILED;
+  }
+  return st;
+}
+
+cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body_out) {
+  const cgrt__driver *drv = set->drv;
+  const cgrt_graph_meta *m = &set->o.meta;
+  *out = NULL;
+  *body_out = NULL;
+  if (drv->cuGraphConditionalHandleCreate == NULL || drv->cuGraphAddNode == NULL ||
+      drv->cuStreamBeginCaptureToGraph == NULL)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                      "the driver has no %s (conditional graph nodes need CUDA 12.4+)",
+                      drv->cuGraphConditionalHandleCreate == NULL ? "cuGraphConditionalHandleCreate"
+                      : drv->cuGraphAddNode == NULL               ? "cuGraphAddNode"
+                                                                  : "cuStreamBeginCaptureToGraph");
+  if (set->f_while_begin == NULL || set->f_advance_while == NULL || set->while_state == 0)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "the set has no WHILE draft kernels or state");
+  CUgraph g = NULL;
+  CUresult r = drv->cuGraphCreate(&g, 0);
+  if (r != CUDA_SUCCESS) return fail_build(r, "cuGraphCreate", "creating a WHILE draft graph");
+  cgrt_status st = CGRT_SUCCESS;
+  CUgraphConditionalHandle h = 0;
+  r = drv->cuGraphConditionalHandleCreate(&h, g, set->rt->ctx, 0, CU_GRAPH_COND_ASSIGN_DEFAULT);
+  if (r != CUDA_SUCCESS) {
+    st = fail_build(r, "cuGraphConditionalHandleCreate", "creating the condition of a WHILE draft loop");
+    goto fail;
+  }
+  /* Head: the metadata kernels, captured with num_reqs 0 (all rows inert); steps patch it. */
+  {
+    int a_reqs = 0, a_rows = e->rows, a_k = 1, a_bs = m->block_size, a_mb = m->max_blocks_per_seq;
+    const CUdeviceptr *a = set->current;
+    CUdeviceptr p[6] = {maddr(a, m->req_seq_lens), maddr(a, m->req_positions), maddr(a, m->block_table),
+                        maddr(a, m->seq_lens),     maddr(a, m->positions),     maddr(a, m->slot_mapping)};
+    void *args[11] = {&a_reqs, &a_rows, &a_k, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5]};
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof(kp));
+    kp.func = set->f_prepare;
+    kp.gridDimX = (unsigned)((e->rows + 255) / 256);
+    kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = 256;
+    kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = args;
+    CUgraphNode prep = NULL, begin = NULL, cn = NULL;
+    r = drv->cuGraphAddKernelNode(&prep, g, NULL, 0, &kp);
+    if (r != CUDA_SUCCESS) {
+      st = fail_build(r, "cuGraphAddKernelNode", "adding the metadata kernel of a WHILE draft loop");
+      goto fail;
+    }
+    CUdeviceptr q[3] = {maddr(a, m->req_seq_lens), maddr(a, m->draft_remaining), set->while_state};
+    unsigned long long hv = (unsigned long long)h;
+    void *bargs[5] = {&a_reqs, &q[0], &q[1], &q[2], &hv};
+    kp.func = set->f_while_begin;
+    kp.gridDimX = 1;
+    kp.blockDimX = GX_WHILE_THREADS;
+    kp.kernelParams = bargs;
+    r = drv->cuGraphAddKernelNode(&begin, g, &prep, 1, &kp);
+    if (r != CUDA_SUCCESS) {
+      st = fail_build(r, "cuGraphAddKernelNode", "adding the WHILE begin kernel");
+      goto fail;
+    }
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof(np));
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    np.conditional.size = 1;
+    np.conditional.ctx = set->rt->ctx;
+    r = drv->cuGraphAddNode(&cn, g, &begin, NULL, 1, &np);
+    if (r != CUDA_SUCCESS || np.conditional.phGraph_out == NULL || np.conditional.phGraph_out[0] == NULL) {
+      st = fail_build(r != CUDA_SUCCESS ? r : CUDA_ERROR_UNKNOWN, "cuGraphAddNode",
+                      "adding the conditional WHILE node of a draft loop");
+      goto fail;
+    }
+    CUgraph body = np.conditional.phGraph_out[0];
+    st = capture_body(set, e, body, h);
+    if (st != CGRT_SUCCESS) goto fail;
+    *out = g;
+    *body_out = body;
+    return CGRT_SUCCESS;
+  }
+fail:
+  drv->cuGraphDestroy(g);
+  return st;
+}
+
+cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e) {
+  uint32_t v[2] = {0, 0};
+  CUresult r = set->drv->cuMemcpyDtoH(v, set->while_state, sizeof(v));
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuMemcpyDtoH", "checked replay: WHILE loop state");
+  if (v[0] != 0)
+    return cgrt__fail(CGRT_ERROR_COUNTERS_DIRTY,
+                      "checked replay, after launch: the step counter of the WHILE draft loop (bucket %d rows) "
+                      "is %u, not 0: the loop did not run to its end",
+                      e->rows, v[0]);
+  return CGRT_SUCCESS;
+}
