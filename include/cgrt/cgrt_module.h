@@ -26,12 +26,14 @@ typedef struct cgrt_module cgrt_module;
 cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **out);
 
 /* Unloads a module; functions taken from it become invalid. NULL is a no-op.
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_DRIVER (logged; the module is released anyway).
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE (not a live module: unloaded twice
+ * or never loaded; nothing is read), CGRT_ERROR_DRIVER (the module is released anyway).
  * Not thread-safe with launches of its functions. Must not be called during capture. */
 cgrt_status cgrt_module_unload(cgrt_module *module);
 
 /* Looks up an extern "C" kernel by name. The handle lives as long as the module.
- * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (NULL module, name or out; no such
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (not a live module);
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL name or out; no such
  * kernel, or on the emulation no reference registered under that name: the message says
  * which); CGRT_ERROR_DRIVER. Thread-safe. May be called during capture. */
 cgrt_status cgrt_module_function(cgrt_module *module, const char *name, CUfunction *out);

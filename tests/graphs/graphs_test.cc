@@ -968,6 +968,9 @@ TEST_F(GraphsTest, ModuleApiLoadsAndLaunchesAHostKernel) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_launch_kernel(rt, f, 0, 1, 1, 64, 1, 1, 0, nullptr, args));
   CGRT_ASSERT_OK(cgrt_module_unload(m));
   EXPECT_EQ(cgrt_module_unload(nullptr), CGRT_SUCCESS);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_unload(m));  // unloaded twice
+  CUfunction f2 = nullptr;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_function(m, "x", &f2));
 }
 
 TEST_F(GraphsTest, RuntimeDestroyTakesLiveSets) {

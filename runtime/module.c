@@ -7,6 +7,7 @@
 
 #include "cgrt/cgrt_module.h"
 #include "kernels/registry.h"
+#include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
 
 _Static_assert(sizeof(cgrt_emulated_launch) == sizeof(cgrt__ref_launch), "launch layout");
@@ -43,12 +44,20 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
     return cgrt__fail_cu(module_status(r), r, "cuModuleLoadData", "cgrt_module_load");
   }
   m->rt = rt;
+  if (cgrt__handle_add(m, CGRT__HANDLE_MODULE) != 0) {
+    rt->drv->cuModuleUnload(m->mod);
+    free(m);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load: the live-handle table is full");
+  }
   *out = m;
   return CGRT_SUCCESS;
 }
 
 cgrt_status cgrt_module_unload(cgrt_module *m) {
   if (m == NULL) return CGRT_SUCCESS;
+  if (!cgrt__handle_remove(m, CGRT__HANDLE_MODULE))
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_unload: %p is not a live module (unloaded twice?)",
+                      (void *)m);
   cgrt_status st = CGRT_SUCCESS;
   if (cgrt__runtime_is_live(m->rt)) {
     m->rt->drv->cuCtxSetCurrent(m->rt->ctx);
@@ -60,8 +69,10 @@ cgrt_status cgrt_module_unload(cgrt_module *m) {
 }
 
 cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *out) {
-  if (m == NULL || name == NULL || out == NULL)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL module, name or out");
+  if (!cgrt__handle_live(m, CGRT__HANDLE_MODULE))
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_function: %p is not a live module", (void *)m);
+  if (name == NULL || out == NULL)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out");
   CUresult r = m->rt->drv->cuModuleGetFunction(out, m->mod, name);
   if (r == CUDA_ERROR_NOT_FOUND)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: no kernel '%s' in the module%s", name,
@@ -73,8 +84,10 @@ cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *o
 cgrt_status cgrt_launch_kernel(cgrt_runtime *rt, CUfunction fn, unsigned gx, unsigned gy, unsigned gz,
                                unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
                                void **args) {
-  if (rt == NULL || fn == NULL || !gx || !gy || !gz || !bx || !by || !bz)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_launch_kernel: NULL runtime or function, or a zero dimension");
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_launch_kernel");
+  if (st != CGRT_SUCCESS) return st;
+  if (fn == NULL || !gx || !gy || !gz || !bx || !by || !bz)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_launch_kernel: NULL function or a zero dimension");
   CUresult r = rt->drv->cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_bytes, stream, args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_launch_kernel");
   return CGRT_SUCCESS;
