@@ -39,6 +39,26 @@
 /* The previous m64 pipeline (two 32-token stages, 56-68 B of register spill), for A/B
  * runs (CGRT_MLA_SPLIT=m64ts32): cgrt_mla_split_m64_ts32. */
 #define CGRT_MLA_M64_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 2, 32)
+/* Three CTAs per SM of three 16-token stages (CGRT_MLA_SPLIT=s3): 64256 B each. */
+#define CGRT_MLA_M16_S3_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 3, 16)
+/* Defaults of the variant knobs (kernels/mla_plan.c): the m16 split kernel ("auto" =
+ * cgrt_mla_split_m16_auto, "s16" = cgrt_mla_split_m16, "ts32", "s3"; CGRT_MLA_SPLIT
+ * overrides) and the combine kernel (1 = cgrt_mla_combine_wide, 0 = cgrt_mla_combine;
+ * CGRT_MLA_COMB=wide|narrow). H200, 2026-11-29 third pass (interleaved A/B): auto is
+ * -6.4% at (32,16,8192) (31 tiles per range) and within noise elsewhere; wide and s3
+ * were within +-3% (wide +4% at batch 1), so they stay off. */
+#ifndef CGRT_MLA_DEFAULT_M16_SPLIT
+#define CGRT_MLA_DEFAULT_M16_SPLIT "auto"
+#endif
+#ifndef CGRT_MLA_DEFAULT_WIDE
+#define CGRT_MLA_DEFAULT_WIDE 0
+#endif
+/* cgrt_mla_split_m16_auto: ranges of at most this many 32-token tiles run the two-stage
+ * 32-token pipeline (CGRT_MLA_ALT_MAX overrides). Measured on the H200: 2 x 32 is 8%
+ * faster at 31 tiles per range, 3% slower at 62 and 7-9% slower at 124-496. */
+#ifndef CGRT_MLA_ALT_MAX_TILES
+#define CGRT_MLA_ALT_MAX_TILES 48
+#endif
 
 #endif
 

@@ -7,9 +7,13 @@
 //   cgrt_mla_schedule   1 CTA: expands per-request seq_lens to rows, clamps them, and
 //                       writes the per-row tile prefix sums (meta) from which every
 //                       other kernel derives its balanced share of the KV tiles.
-//   cgrt_mla_split_m16  split-KV attention, 16 query heads (rows of mma) per CTA.
+//   cgrt_mla_split_m16  split-KV attention, 16 query heads (rows of mma) per CTA
+//                       (five 16-token stages); _auto (the default since the third
+//                       pass) picks per CTA between that and two 32-token stages from
+//                       its range length; _ts32 and _s3 (3 CTAs/SM) for A/B runs.
 //   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
-//   cgrt_mla_combine    merges the partial results of the rows that were split.
+//   cgrt_mla_combine    merges the partial results of the rows that were split
+//                       (_wide: up to 16 column slices, online LSE merge; A/B only).
 //
 // Work split: the T = sum_r ceil(len_r / 32) KV tiles of the batch are cut into P equal
 // ranges (P fixed at plan creation from the SM count and occupancy); CTA (g, p) runs
@@ -139,22 +143,28 @@ __device__ void combine_heads(const float *part_o, const float *part_lse, bf16 *
 // whole 16 x TS score tile in mma-accumulator layout and reuses it as the A operand.
 // The pipeline runs in stages of TS tokens (16 or 32); the schedule's ranges are in
 // 32-token tiles, a range's last stage stops at the row's length.
-template <int R, int STAGES, int TS>
+template <int V>
+struct IC {
+  static constexpr int value = V;
+};
+
+// ALT = 1: a CTA whose range holds at most alt_max 32-token tiles runs the two-stage
+// 32-token pipeline (less fill and restart cost per range), longer ranges the
+// STAGES x TS pipeline; the choice is uniform per CTA. Dynamic shared memory must hold
+// the larger of the two layouts.
+template <int R, int STAGES0, int TS0, int ALT>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg,
                                           int P, int mbps, int ps, int bl, float scale,
-                                          const int *__restrict__ seq_lens, int cap, int min_tiles) {
-  static_assert(TS == 16 || TS == 32, "stage of 16 or 32 tokens");
+                                          const int *__restrict__ seq_lens, int cap, int min_tiles,
+                                          int alt_max) {
+  static_assert(TS0 == 16 || TS0 == 32, "stage of 16 or 32 tokens");
   constexpr int NT = 128 * R;
-  constexpr int NB = TS / 8;  // n8 blocks of scores per stage
-  constexpr int KK = TS / 16; // k16 steps of P.V per stage
-  constexpr int SRED = 16 * TS; // floats of one warp's S partial
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *skv = reinterpret_cast<bf16 *>(smem);
-  float *sred = reinterpret_cast<float *>(smem + (size_t)STAGES * TS * KSTR * sizeof(bf16));
   __shared__ int s_last;
 
   // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
@@ -234,6 +244,15 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
 
   const int hrow0 = h_begin + wr * 16 + gq, hrow1 = hrow0 + 8;
   const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
+
+  // The range's segments (one per row it touches) through a STAGES x TS pipeline.
+  auto run = [&](auto stages_c, auto ts_c) {
+  constexpr int STAGES = decltype(stages_c)::value;
+  constexpr int TS = decltype(ts_c)::value;
+  constexpr int NB = TS / 8;  // n8 blocks of scores per stage
+  constexpr int KK = TS / 16; // k16 steps of P.V per stage
+  constexpr int SRED = 16 * TS; // floats of one warp's S partial
+  float *sred = reinterpret_cast<float *>(smem + (size_t)STAGES * TS * KSTR * sizeof(bf16));
   int par = 0;
 
   for (int r = lo, t = b0; t < b1; r++) {
@@ -457,6 +476,9 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
     }
   }
+  };
+  if (ALT && b1 - b0 <= alt_max) run(IC<2>{}, IC<32>{});
+  else run(IC<STAGES0>{}, IC<TS0>{});
 }
 
 } // namespace
@@ -523,25 +545,34 @@ extern "C" __global__ void __launch_bounds__(1024)
       const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,              \
       float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters,  \
       int rows, int qh, int hg, int P, int mbps, int ps, int bl, float scale,                      \
-      const int *__restrict__ seq_lens, int cap, int min_tiles
+      const int *__restrict__ seq_lens, int cap, int min_tiles, int alt_max
 #define CGRT_MLA_SPLIT_ARGS                                                                    \
   q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, \
-      seq_lens, cap, min_tiles
+      seq_lens, cap, min_tiles, alt_max
 
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 // The previous m16 pipeline (two 32-token stages), for A/B runs (CGRT_MLA_SPLIT=ts32).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, 2, 32>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, 2, 32, 0>(CGRT_MLA_SPLIT_ARGS);
+}
+// Per-CTA choice (CGRT_MLA_SPLIT=auto): ranges of at most alt_max tiles take the
+// two-stage 32-token pipeline, longer ones the default m16 pipeline.
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+// Three CTAs per SM (12 warps), three 16-token stages each (CGRT_MLA_SPLIT=s3).
+extern "C" __global__ void __launch_bounds__(128, 3) cgrt_mla_split_m16_s3(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, 3, 16, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 // The previous m64 pipeline (two 32-token stages; spills registers), for A/B runs
 // (CGRT_MLA_SPLIT=m64ts32).
 extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts32(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<4, 2, 32>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<4, 2, 32, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 
 // Grid (q_heads, rows, nz), 256 threads: CTA (h, r, z) merges columns [z*W, (z+1)*W) of
@@ -624,4 +655,107 @@ extern "C" __global__ void __launch_bounds__(256)
   if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
   else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
   else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
+}
+
+// Wider combine (CGRT_MLA_COMB=wide): grid (q_heads, rows, nz), nz up to 16, 256
+// threads; CTA (h, r, z) merges W4 = 128 / nz float4 columns of head h of row r. Lanes
+// are (partial, column) pairs: LPP = min(W4, 32) lanes per partial, 32 / LPP partials
+// per warp and pass, so a short batch (few rows, many partials) spreads over many CTAs
+// and each lane keeps up to U partials in flight. The LSE is merged online (running
+// max, rescaled sums), so the LSE and the values of a partial load together instead of
+// one pass over the LSEs first; the per-thread states are merged through shared memory.
+template <int W4>
+__device__ __forceinline__ void combine_wide(const float *__restrict__ part_o,
+                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
+                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
+                                             int col0, float4 *sacc, float *sm, float *ss) {
+  constexpr int LPP = W4 < 32 ? W4 : 32; // lanes per partial
+  constexpr int PPW = 32 / LPP;          // partials per warp and pass
+  constexpr int K4 = W4 / LPP;           // float4 per lane and partial
+  constexpr int NG = 8 * PPW;            // partial lanes-groups per CTA
+  constexpr int U = K4 >= 4 ? 2 : 4;     // partials in flight per lane
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int sub = lane / LPP, cl = lane - sub * LPP, grp = warp * PPW + sub;
+  float m = -INFINITY, s = 0.f;
+  float4 acc[K4];
+#pragma unroll
+  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = grp; i < n; i += NG * U) {
+    float w[U];
+    float4 v[U][K4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int idx = i + NG * u;
+      const bool ok = idx < n;
+      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
+      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (w[u] == -INFINITY) continue;
+      const float mn = fmaxf(m, w[u]);
+      const float c = __expf(m - mn), e = __expf(w[u] - mn);
+      m = mn;
+      s = s * c + e;
+#pragma unroll
+      for (int k = 0; k < K4; k++) {
+        acc[k].x = acc[k].x * c + e * v[u][k].x; acc[k].y = acc[k].y * c + e * v[u][k].y;
+        acc[k].z = acc[k].z * c + e * v[u][k].z; acc[k].w = acc[k].w * c + e * v[u][k].w;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K4; k++) sacc[k * 256 + tid] = acc[k];
+  sm[tid] = m;
+  ss[tid] = s;
+  __syncthreads();
+  if (tid < W4) {
+    // Column tid is held by lane cl = tid % LPP, float4 k = tid / LPP, of every group.
+    const int c = tid % LPP, k = tid / LPP;
+    float M = -INFINITY;
+#pragma unroll 4
+    for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm[(gi / PPW) * 32 + (gi % PPW) * LPP + c]);
+    float S = 0.f;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int gi = 0; gi < NG; gi++) {
+      const int t = (gi / PPW) * 32 + (gi % PPW) * LPP + c;
+      const float mt = sm[t];
+      if (mt == -INFINITY) continue;
+      const float e = __expf(mt - M);
+      const float4 x = sacc[k * 256 + t];
+      S += e * ss[t];
+      a.x += e * x.x; a.y += e * x.y; a.z += e * x.z; a.w += e * x.w;
+    }
+    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + tid * 4, a, 1.f / S);
+    if (tid == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(S);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_mla_combine_wide(const int *__restrict__ meta, const float *__restrict__ part_o,
+                          const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                          int rows, int qh) {
+  __shared__ float4 sacc[4 * 256];
+  __shared__ float sm[256], ss[256];
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
+  const int *ts = meta + rows;
+  const int T = ts[rows], Pe = meta[2 * rows + 1];
+  const int rs = ts[r], re = ts[r + 1];
+  if (re <= rs) return;
+  const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
+  if (pl == pf) return;
+  const int slot0 = r + pf, n = pl - pf + 1;
+  const int col0 = blockIdx.z * (DV / nz);
+  switch (nz) {
+  case 1: combine_wide<128>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
+  case 2: combine_wide<64>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
+  case 4: combine_wide<32>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
+  case 8: combine_wide<16>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
+  default: combine_wide<8>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
+  }
 }

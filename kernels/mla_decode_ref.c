@@ -86,7 +86,9 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
 
 /* cgrt_mla_split_*(q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
  *                  rows, q_heads, group_heads, P, max_blocks_per_seq, page_size,
- *                  block_len, scale, seq_lens, cap, min_tiles), grid (groups, P).
+ *                  block_len, scale, seq_lens, cap, min_tiles, alt_max), grid (groups, P).
+ * alt_max only picks the pipeline of cgrt_mla_split_m16_auto per CTA (no effect on the
+ * result); cgrt_mla_split_m16_s3 differs only in occupancy (P from 3 CTAs per SM).
  * seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
  * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
  * leaves the same metadata in meta for the combine kernel. */
@@ -198,8 +200,9 @@ done:
   free(acc);
 }
 
-/* cgrt_mla_combine(meta, part_o, part_lse, out, lse, rows, q_heads), grid (q_heads,
- * rows, nz) (CTA z merges a 512 / nz column slice; together the whole row): merges the partials of every row that more than one range touched. */
+/* cgrt_mla_combine and cgrt_mla_combine_wide (same parameters; the wide one merges
+ * the LSEs online and allows nz up to 16) (meta, part_o, part_lse, out, lse, rows,
+ * q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column slice; together the whole row): merges the partials of every row that more than one range touched. */
 static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   const int *meta = PTR(const int, 0);
   const float *part_o = PTR(const float, 1);
@@ -220,14 +223,17 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
   }
 }
 
-#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4}
+#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4}
 
 const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_schedule", 7, {8, 8, 4, 4, 4, 4, 4}, schedule_ref},
-    {"cgrt_mla_split_m16", 20, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64", 20, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_ts32", 20, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64_ts32", 20, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_ts32", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64_ts32", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_auto", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
+    {"cgrt_mla_combine_wide", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {0},
 };

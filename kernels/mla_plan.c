@@ -29,6 +29,8 @@ struct cgrt_mla_plan {
   size_t fixed_split_bytes;
   int pdl;                   /* launch split and combine with programmatic stream serialization */
   int fuse;                  /* rows <= split block size: the split kernel schedules itself */
+  int alt_max;               /* cgrt_mla_split_m16_auto: ranges of <= alt_max tiles run 2 x 32 */
+  int wide;                  /* cgrt_mla_combine_wide (nz up to 16, online LSE merge) */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -114,20 +116,46 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
               p->s.tile, p->s.groups);
 
   const char *split_name = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
+  int carve = 0; /* 1: ask for the largest shared-memory carveout (3 CTAs per SM) */
   {
     /* Tuning knobs for A/B runs (read once here): CGRT_MLA_SPLIT=ts32 / m64ts32 take the
      * previous m16 / m64 pipelines (two 32-token stages); CGRT_MLA_PDL=1 launches split
      * and combine with programmatic dependent launch (off by default: no gain measured);
      * CGRT_MLA_FUSE=0 keeps the schedule kernel for short batches;
-     * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range. */
+     * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range; CGRT_MLA_SPLIT=auto
+     * picks the m16 pipeline per CTA from its range length (CGRT_MLA_ALT_MAX=n tiles),
+     * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=wide takes the wider combine;
+     * CGRT_MLA_PARTS=n sets the number of ranges P. */
     const char *e = getenv("CGRT_MLA_SPLIT");
+    if (!e || !*e) e = CGRT_MLA_DEFAULT_M16_SPLIT; /* "s16" (or anything unknown) = cgrt_mla_split_m16 */
     if (e && !strcmp(e, "ts32") && !p->s.m64) {
       split_name = "cgrt_mla_split_m16_ts32";
       p->s.smem = CGRT_MLA_M16_TS32_SMEM;
     } else if (e && !strcmp(e, "m64ts32") && p->s.m64) {
       split_name = "cgrt_mla_split_m64_ts32";
       p->s.smem = CGRT_MLA_M64_TS32_SMEM;
+    } else if (e && !strcmp(e, "auto") && !p->s.m64) {
+      /* Per CTA: ranges of <= alt_max tiles take the 2 x 32 pipeline, longer ones the
+       * m16 default; the dynamic shared memory of the larger layout. */
+      split_name = "cgrt_mla_split_m16_auto";
+      p->s.smem = CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM;
+    } else if (e && !strcmp(e, "s3") && !p->s.m64) {
+      /* Three CTAs of three 16-token stages per SM: P from 3 CTAs per SM. */
+      split_name = "cgrt_mla_split_m16_s3";
+      p->s.smem = CGRT_MLA_M16_S3_SMEM;
+      carve = 1;
+      {
+        const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) * 3 / p->s.groups;
+        p->s.parts = parts > 0 ? parts : 1;
+      }
     }
+    e = getenv("CGRT_MLA_PARTS"); /* ranges P (grid.y); more than fit at once: the
+                                      * hardware balances the later ones */
+    if (e && atoi(e) > 0 && atoi(e) <= 65535) p->s.parts = atoi(e);
+    e = getenv("CGRT_MLA_ALT_MAX"); /* tiles per range at or below which auto runs 2 x 32 */
+    p->alt_max = e && atoi(e) >= 0 && *e ? atoi(e) : CGRT_MLA_ALT_MAX_TILES;
+    e = getenv("CGRT_MLA_COMB"); /* wide | narrow */
+    p->wide = e && *e ? !strcmp(e, "wide") : CGRT_MLA_DEFAULT_WIDE;
     e = getenv("CGRT_MLA_PDL");
     p->pdl = e && !strcmp(e, "1");
     e = getenv("CGRT_MLA_FUSE");
@@ -137,7 +165,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   }
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
-      (st = cgrt__runtime_function(rt, "cgrt_mla_combine", &p->f_comb))) {
+      (st = cgrt__runtime_function(rt, p->wide ? "cgrt_mla_combine_wide" : "cgrt_mla_combine",
+                                   &p->f_comb))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
   }
@@ -145,6 +174,13 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
                 (p->f_split, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->s.smem),
                 CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the split kernel's shared memory");
   if (st) goto fail;
+  if (carve) {
+    /* s3: three CTAs per SM need the largest shared-memory carveout. */
+    st = CGRT__CU(rt->drv, cuFuncSetAttribute,
+                  (p->f_split, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: shared-memory carveout of the split kernel");
+    if (st) goto fail;
+  }
 
   {
     const int64_t slots = (int64_t)p->max_rows + p->s.parts;
@@ -274,7 +310,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = p->s.parts;
   int min_tiles = p->min_tiles, qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
-  int ps = p->o.page_size;
+  int ps = p->o.page_size, alt_max = p->alt_max;
   float scale = a->softmax_scale;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
               bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
@@ -293,7 +329,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   void *split_args[] = {&q,    &kv,    &bt,  &meta, &out, &lse, &po,   &pl,  &counters,
                         &rows, &qh,    &hg,  &parts, &mbps, &ps, &bl, &scale,
-                        &sl_arg, &cap, &min_tiles};
+                        &sl_arg, &cap, &min_tiles, &alt_max};
   /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
    * them; with programmatic stream serialization (CGRT_MLA_PDL=1) their CTAs launch
    * while it runs. The schedule kernel is launched plainly: it overwrites the metadata
@@ -323,7 +359,15 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
     cfg.gridDimX = (unsigned)qh;
     cfg.gridDimY = (unsigned)rows;
-    cfg.gridDimZ = rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+    if (p->wide) {
+      /* About 1024 CTAs or more: nz = 1024 / (rows x heads) rounded up to a power of
+       * two, 1..16. */
+      unsigned nz = 1;
+      while (nz < 16 && rh * nz < 1024) nz <<= 1;
+      cfg.gridDimZ = nz;
+    } else {
+      cfg.gridDimZ = rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+    }
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);

@@ -71,11 +71,13 @@ static void launch(const Launch &L, const Dev &d, const int *bt, cudaStream_t st
   unsigned *cnt = L.counters ? d.cnt : nullptr;
   if (L.s.m64)
     cgrt_mla_split_m64<<<grid, L.s.threads, L.s.smem, st>>>(d.q, d.kv, bt, d.meta, d.out, d.lse, d.po, d.pl, cnt,
-                                                          L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale);
+                                                          L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale,
+                                                          nullptr, L.cap, L.min_tiles, 0);
   else
     cgrt_mla_split_m16<<<grid, L.s.threads, L.s.smem, st>>>(d.q, d.kv, bt, d.meta, d.out, d.lse, d.po, d.pl, cnt,
-                                                          L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale);
-  if (!L.counters) cgrt_mla_combine<<<dim3(L.qh, L.rows), 128, 0, st>>>(d.meta, d.po, d.pl, d.out, d.lse, L.rows, L.qh);
+                                                          L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale,
+                                                          nullptr, L.cap, L.min_tiles, 0);
+  if (!L.counters) cgrt_mla_combine<<<dim3(L.qh, L.rows, L.rows * L.qh <= 256 ? 4 : (L.rows * L.qh <= 1024 ? 2 : 1)), 256, 0, st>>>(d.meta, d.po, d.pl, d.out, d.lse, L.rows, L.qh);
 }
 
 // Packs parameters as the driver does and runs the C reference of `name`.
@@ -171,7 +173,8 @@ static bool check_case(const Case &c, std::mt19937 &rng) {
           (uint64_t)(uintptr_t)qhst.data(), (uint64_t)(uintptr_t)kvh.data(), (uint64_t)(uintptr_t)bth.data(),
           (uint64_t)(uintptr_t)meta.data(), (uint64_t)(uintptr_t)outr.data(), (uint64_t)(uintptr_t)lser.data(),
           (uint64_t)(uintptr_t)por.data(), (uint64_t)(uintptr_t)plr.data(),
-          (uint64_t)(uintptr_t)(c.counters ? cntr.data() : nullptr), L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale);
+          (uint64_t)(uintptr_t)(c.counters ? cntr.data() : nullptr), L.rows, L.qh, L.s.hg, L.s.parts, L.mbps, L.ps, L.bl, L.scale,
+                                                          nullptr, L.cap, L.min_tiles, 0);
   if (!c.counters)
     run_ref("cgrt_mla_combine", c.qh, L.rows, (uint64_t)(uintptr_t)meta.data(), (uint64_t)(uintptr_t)por.data(),
             (uint64_t)(uintptr_t)plr.data(), (uint64_t)(uintptr_t)outr.data(), (uint64_t)(uintptr_t)lser.data(), L.rows, L.qh);

@@ -4,6 +4,7 @@
 // (2 x heads x context x (576 + 512) per row), next to the device-to-device copy
 // bandwidth measured in the same run. JSON to stdout and to --out.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,7 +40,8 @@ static cgrt_runtime *rt;
 
 // Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
 static void set_envs(const char *envs) {
-  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE"}) unsetenv(k);
+  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
+                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -61,11 +63,13 @@ static float median(std::vector<float> v) {
 int main(int argc, char **argv) {
   std::string out_path = "bench/results/mla_decode_h200.json";
   int reps = 30;
+  bool smoke = false;  // --smoke: tiny shapes, no L2 rotation (checks the flow, e.g. emulated)
   bool ab = false;  // --ab: also time the tuning variants (environment knobs of mla_plan.c)
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--smoke")) smoke = true;
   }
   std::string cmd;
   for (int i = 0; i < argc; i++) cmd += (i ? " " : "") + std::string(argv[i]);
@@ -74,7 +78,7 @@ int main(int argc, char **argv) {
   cgrt_runtime_info info{};
   info.size = sizeof info;
   OK(cgrt_runtime_get_info(rt, &info));
-  if (info.driver != CGRT_DRIVER_CUDA) {
+  if (info.driver != CGRT_DRIVER_CUDA && !smoke) {
     fprintf(stderr, "mla_decode_bench needs a GPU (driver is %s)\n", cgrt_driver_kind_name(info.driver));
     return 2;
   }
@@ -88,7 +92,7 @@ int main(int argc, char **argv) {
   // Device-to-device copy bandwidth (bytes read + written), same run.
   double copy_tbps;
   {
-    const size_t n = 2ull << 30;
+    const size_t n = smoke ? 16ull << 20 : 2ull << 30;
     CUdeviceptr a, b;
     CU(d->cuMemAlloc(&a, n));
     CU(d->cuMemAlloc(&b, n));
@@ -108,8 +112,11 @@ int main(int argc, char **argv) {
     d->cuMemFree(b);
   }
 
-  const int shapes[][3] = {{1, 16, 8192},   {32, 16, 8192},   {128, 16, 8192}, {64, 16, 32768},
-                           {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096}, {128, 16, 32768}};
+  std::vector<std::array<int, 3>> shapes = {{1, 16, 8192},   {32, 16, 8192},  {64, 16, 8192},   {128, 16, 8192},
+                                            {64, 16, 32768},  {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096},
+                                            {128, 16, 32768}};
+  if (smoke) shapes = {{1, 16, 256}, {32, 16, 128}, {2, 128, 128}};
+  const double pool_target = smoke ? 1e6 : 400e6;
   const int ps = 64;
   const size_t page_bytes = (size_t)ps * 576 * 2;
   // One KV pool of random bf16 for every shape; small shapes rotate over several copies
@@ -117,7 +124,7 @@ int main(int argc, char **argv) {
   size_t pool_pages = 0;
   for (auto &s : shapes) {
     const size_t pages = (size_t)s[0] * (s[2] / ps);
-    const size_t copies = std::max<size_t>(1, (size_t)std::ceil(400e6 / (pages * page_bytes)));
+    const size_t copies = std::max<size_t>(1, (size_t)std::ceil(pool_target / (pages * page_bytes)));
     pool_pages = std::max(pool_pages, pages * copies);
   }
   CUdeviceptr kv;
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
     const int batch = s[0], heads = s[1], ctx = s[2];
     const int mbps = ctx / ps;
     const size_t pages = (size_t)batch * mbps;
-    const int copies = (int)std::max<size_t>(1, (size_t)std::ceil(400e6 / (pages * page_bytes)));
+    const int copies = (int)std::max<size_t>(1, (size_t)std::ceil(pool_target / (pages * page_bytes)));
     std::vector<int> bt(pages * copies);
     for (size_t i = 0; i < bt.size(); i++) bt[i] = (int)i;
     CUdeviceptr q, btd, lens, out, lse;
@@ -268,16 +275,32 @@ int main(int argc, char **argv) {
       };
       std::vector<V> vs;
       vs.push_back({"default", W, nullptr, nullptr, {}, {}});
-      vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
-      if (heads <= 32) vs.push_back({"ts32", W, "CGRT_MLA_SPLIT=ts32", nullptr, {}, {}});
-      else vs.push_back({"m64ts32", W, "CGRT_MLA_SPLIT=m64ts32", nullptr, {}, {}});
-      if (batch <= 128 && heads <= 32) vs.push_back({"nofuse", W, "CGRT_MLA_FUSE=0", nullptr, {}, {}});
+      if (heads <= 32) {
+        vs.push_back({"ts32", W, "CGRT_MLA_SPLIT=ts32", nullptr, {}, {}});
+        vs.push_back({"auto", W, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
+        vs.push_back({"s3", W, "CGRT_MLA_SPLIT=s3", nullptr, {}, {}});
+        vs.push_back({"s16", W, "CGRT_MLA_SPLIT=s16", nullptr, {}, {}});
+      }
+      vs.push_back({"wide", W, "CGRT_MLA_COMB=wide", nullptr, {}, {}});
+      vs.push_back({"narrow", W, "CGRT_MLA_COMB=narrow", nullptr, {}, {}});
+      if (heads <= 32) {
+        vs.push_back({"auto_wide", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide", nullptr, {}, {}});
+        vs.push_back({"s3_wide", W, "CGRT_MLA_SPLIT=s3 CGRT_MLA_COMB=wide", nullptr, {}, {}});
+        if (batch >= 32) {
+          // Twice as many ranges as fit at once: the block scheduler balances the tail.
+          vs.push_back({"auto_wide_p2x", W, heads == 16 ? "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_PARTS=528"
+                                                        : "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_PARTS=264",
+                        nullptr, {}, {}});
+        }
+      }
       if (batch == 1) {
-        vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"mt8", W, "CGRT_MLA_MIN_TILES=8", nullptr, {}, {}});
-        vs.push_back({"cnt", C, nullptr, nullptr, {}, {}});
-        vs.push_back({"cnt_mt16", C, "CGRT_MLA_MIN_TILES=16", nullptr, {}, {}});
-        vs.push_back({"old", W, "CGRT_MLA_SPLIT=ts32 CGRT_MLA_FUSE=0 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"wide_mt2", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"wide_mt3", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
+        vs.push_back({"wide_mt1", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
+        vs.push_back({"mt3", W, "CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
+        vs.push_back({"auto_wide_mt1", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
+        vs.push_back({"auto_wide_mt2", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"pdl_wide", W, "CGRT_MLA_PDL=1 CGRT_MLA_COMB=wide", nullptr, {}, {}});
       }
       for (V &v : vs) {
         cgrt_mla_options o;
@@ -291,6 +314,11 @@ int main(int argc, char **argv) {
         set_envs(v.envs);
         OK(cgrt_mla_plan_create(rt, &o, &v.plan));
         set_envs(nullptr);
+      }
+      // Graphs only once every plan exists: variants share the 8 workspace lanes and
+      // may differ in split count, so a later plan could still grow (and move) a lane's
+      // workspace that an earlier variant's graphs already point to.
+      for (V &v : vs) {
         v.ex.resize(copies);
         for (int c = 0; c < copies; c++) {
           cgrt_mla_args a;
