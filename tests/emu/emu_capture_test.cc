@@ -413,3 +413,90 @@ TEST_F(EmuCapture, LaunchKernelExRecordsAttributes) {
 
 }  // namespace
 }  // namespace emu_test
+
+namespace emu_test {
+namespace {
+
+// cuStreamBeginCaptureToGraph appends the captured work to an existing graph, after the
+// given dependencies; the graph stays the caller's (EndCapture hands back the same one).
+class EmuCaptureToGraph : public EmuTest {};
+
+TEST_F(EmuCaptureToGraph, AppendsAfterExistingNodesAndReplays) {
+  const int n = 64;
+  CUdeviceptr x = Alloc(n * sizeof(float)), y = Alloc(n * sizeof(float));
+  std::vector<float> hx(n), hy(n);
+  for (int i = 0; i < n; i++) hx[i] = 0.5f * (float)i, hy[i] = 1.0f + (float)(i % 7);
+  Upload(x, hx);
+  Upload(y, hy);
+
+  CUgraph g;
+  ASSERT_CU(d->cuGraphCreate(&g, 0));
+  // An existing node: y = 2 * x + y, added by hand.
+  CUfunction axpy = Function("emu_test_axpy");
+  float a = 2.0f;
+  int nn = n;
+  void *args[] = {&a, &x, &y, &nn};
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof kp);
+  kp.func = axpy;
+  kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+  kp.blockDimX = 64, kp.blockDimY = kp.blockDimZ = 1;
+  kp.kernelParams = args;
+  CUgraphNode first;
+  ASSERT_CU(d->cuGraphAddKernelNode(&first, g, nullptr, 0, &kp));
+
+  // Capture y = 3 * x + y into the same graph, after `first`.
+  ASSERT_CU(d->cuStreamBeginCaptureToGraph(stream, g, &first, nullptr, 1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CUstreamCaptureStatus cs;
+  ASSERT_CU(d->cuStreamIsCapturing(stream, &cs));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_ACTIVE, cs);
+  LaunchAxpy(stream, 3.0f, x, y, n);
+  CUgraph out = nullptr;
+  ASSERT_CU(d->cuStreamEndCapture(stream, &out));
+  EXPECT_EQ(g, out);  // the same graph, still owned by the caller
+
+  size_t count = 0;
+  ASSERT_CU(d->cuGraphGetNodes(g, nullptr, &count));
+  ASSERT_EQ(2u, count);
+  CUgraphNode nodes[2];
+  ASSERT_CU(d->cuGraphGetNodes(g, nodes, &count));
+  CUgraphNode deps[2];
+  ASSERT_EQ(1u, cgrt__emu_node_dependencies(nodes[1], deps, 2));  // captured node follows `first`
+  EXPECT_EQ(first, deps[0]);
+
+  // Nothing ran during capture; one replay runs both: y + 2x + 3x.
+  EXPECT_EQ(hy, Download(y, n));
+  CUgraphExec exec;
+  ASSERT_CU(d->cuGraphInstantiateWithFlags(&exec, g, 0));
+  ASSERT_CU(d->cuGraphLaunch(exec, stream));
+  ASSERT_CU(d->cuStreamSynchronize(stream));
+  std::vector<float> got = Download(y, n);
+  for (int i = 0; i < n; i++) EXPECT_FLOAT_EQ(hy[i] + 5.0f * hx[i], got[i]) << i;
+  ASSERT_CU(d->cuGraphExecDestroy(exec));
+  ASSERT_CU(d->cuGraphDestroy(g));
+}
+
+TEST_F(EmuCaptureToGraph, BadArgumentsAndFailedCaptureLeaveTheGraphToItsOwner) {
+  CUgraph g;
+  ASSERT_CU(d->cuGraphCreate(&g, 0));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+            d->cuStreamBeginCaptureToGraph(stream, g, nullptr, nullptr, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE,
+            d->cuStreamBeginCaptureToGraph(stream, g, nullptr, nullptr, 0, (CUstreamCaptureMode)77));
+  ASSERT_CU(d->cuStreamBeginCaptureToGraph(stream, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(CUDA_ERROR_ILLEGAL_STATE,
+            d->cuStreamBeginCaptureToGraph(stream, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  // An illegal call invalidates the capture; the graph survives and the stream is usable.
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, d->cuStreamSynchronize(stream));
+  CUgraph out = reinterpret_cast<CUgraph>(0x1);
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d->cuStreamEndCapture(stream, &out));
+  EXPECT_EQ(nullptr, out);
+  size_t count = 7;
+  ASSERT_CU(d->cuGraphGetNodes(g, nullptr, &count));  // still a valid, empty graph
+  EXPECT_EQ(0u, count);
+  ASSERT_CU(d->cuStreamSynchronize(stream));
+  ASSERT_CU(d->cuGraphDestroy(g));
+}
+
+}  // namespace
+}  // namespace emu_test
