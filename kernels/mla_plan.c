@@ -17,6 +17,7 @@
 
 struct cgrt_mla_plan {
   cgrt__child child; /* destroyed with the runtime if the host forgets */
+  const char *split_name; /* the split kernel chosen (static string) */
   cgrt_runtime *rt;
   cgrt_mla_options o;
   int max_rows, q_heads, cap, min_tiles;
@@ -163,6 +164,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
     if (e && atoi(e) > 0) p->min_tiles = atoi(e);
   }
+  p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
       (st = cgrt__runtime_function(rt, p->wide ? "cgrt_mla_combine_wide" : "cgrt_mla_combine",
@@ -254,7 +256,7 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->workspace_bytes = p->workspace_bytes;
   info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
   info->fixed_split_bytes = p->fixed_split_bytes;
-  info->split_kernel = p->s.m64 ? "cgrt_mla_split_m64" : "cgrt_mla_split_m16";
+  info->split_kernel = p->split_name;
   return CGRT_SUCCESS;
 }
 

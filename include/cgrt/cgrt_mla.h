@@ -80,7 +80,8 @@ typedef struct cgrt_mla_plan_info {
   size_t counter_bytes;      /* counter-buffer bytes the plan reserved (0 for WORKSPACE) */
   size_t fixed_split_bytes;  /* what the fixed min(next_pow2(max_model_len / 512),
                               * 2 * SMs) split would reserve, for comparison */
-  const char *split_kernel;  /* "cgrt_mla_split_m16" or "cgrt_mla_split_m64" (static) */
+  const char *split_kernel;  /* the split kernel chosen, e.g. "cgrt_mla_split_m16_auto" or
+                              * "cgrt_mla_split_m64" (static string) */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the
