@@ -189,6 +189,14 @@ CUresult cgrt__emu_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userDat
   struct CUstream_st *s;
   emu_capture *cap;
   r = cgrt__emu_stream_get(hStream, &s, &cap);
+  if (r == CUDA_SUCCESS && cap != NULL && cap->graph->parent != NULL) {
+    /* Conditional bodies may hold kernel, memcpy, memset, empty, child-graph and
+     * conditional nodes only: a host function captured into one is refused and the
+     * capture invalidated. */
+    r = cgrt__emu_capture_fail(cap, CUDA_ERROR_NOT_SUPPORTED);
+    cgrt__emu_unlock();
+    return r;
+  }
   if (r == CUDA_SUCCESS && cap != NULL) {
     struct CUgraphNode_st *n = cgrt__emu_node_alloc(CU_GRAPH_NODE_TYPE_HOST);
     if (n == NULL) {

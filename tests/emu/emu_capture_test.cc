@@ -500,3 +500,45 @@ TEST_F(EmuCaptureToGraph, BadArgumentsAndFailedCaptureLeaveTheGraphToItsOwner) {
 
 }  // namespace
 }  // namespace emu_test
+
+namespace emu_test {
+namespace {
+
+void NoopHost(void *) {}
+
+// Capturing into a conditional body: kernels are fine, a host function is refused (bodies
+// hold kernel, memcpy, memset, empty, child-graph and conditional nodes only) and the
+// capture is invalidated; the stream is usable afterwards.
+TEST_F(EmuCaptureToGraph, ConditionalBodyRefusesHostFunctions) {
+  CUgraph g;
+  ASSERT_CU(d->cuGraphCreate(&g, 0));
+  CUcontext ctx;
+  ASSERT_CU(d->cuCtxGetCurrent(&ctx));
+  CUgraphConditionalHandle h;
+  ASSERT_CU(d->cuGraphConditionalHandleCreate(&h, g, ctx, 0, CU_GRAPH_COND_ASSIGN_DEFAULT));
+  CUgraphNodeParams np = {};
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = h;
+  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  np.conditional.size = 1;
+  np.conditional.ctx = ctx;
+  CUgraphNode cond;
+  ASSERT_CU(d->cuGraphAddNode(&cond, g, nullptr, nullptr, 0, &np));
+  CUgraph body = np.conditional.phGraph_out[0];
+
+  CUdeviceptr x = Alloc(16 * sizeof(float)), y = Alloc(16 * sizeof(float));
+  ASSERT_CU(d->cuStreamBeginCaptureToGraph(stream, body, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  LaunchAxpy(stream, 1.0f, x, y, 16);  // allowed in a body
+  EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, d->cuLaunchHostFunc(stream, NoopHost, nullptr));
+  CUstreamCaptureStatus cs;
+  ASSERT_CU(d->cuStreamIsCapturing(stream, &cs));
+  EXPECT_EQ(CU_STREAM_CAPTURE_STATUS_INVALIDATED, cs);
+  CUgraph out = nullptr;
+  EXPECT_EQ(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d->cuStreamEndCapture(stream, &out));
+  ASSERT_CU(d->cuLaunchHostFunc(stream, NoopHost, nullptr));  // outside capture: runs
+  ASSERT_CU(d->cuStreamSynchronize(stream));
+  ASSERT_CU(d->cuGraphDestroy(g));
+}
+
+}  // namespace
+}  // namespace emu_test
