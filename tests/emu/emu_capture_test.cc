@@ -512,19 +512,10 @@ void NoopHost(void *) {}
 TEST_F(EmuCaptureToGraph, ConditionalBodyRefusesHostFunctions) {
   CUgraph g;
   ASSERT_CU(d->cuGraphCreate(&g, 0));
-  CUcontext ctx;
-  ASSERT_CU(d->cuCtxGetCurrent(&ctx));
   CUgraphConditionalHandle h;
-  ASSERT_CU(d->cuGraphConditionalHandleCreate(&h, g, ctx, 0, CU_GRAPH_COND_ASSIGN_DEFAULT));
-  CUgraphNodeParams np = {};
-  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-  np.conditional.handle = h;
-  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
-  np.conditional.size = 1;
-  np.conditional.ctx = ctx;
-  CUgraphNode cond;
-  ASSERT_CU(d->cuGraphAddNode(&cond, g, nullptr, nullptr, 0, &np));
-  CUgraph body = np.conditional.phGraph_out[0];
+  CUgraph body = nullptr;
+  AddWhile(g, 0, &h, &body);
+  ASSERT_NE(nullptr, body);
 
   CUdeviceptr x = Alloc(16 * sizeof(float)), y = Alloc(16 * sizeof(float));
   ASSERT_CU(d->cuStreamBeginCaptureToGraph(stream, body, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));

@@ -313,19 +313,9 @@ TEST_F(EmuGraph, ConditionalWhileLoopsUntilTheKernelClearsIt) {
   CUgraph g;
   ASSERT_CU(d->cuGraphCreate(&g, 0));
   CUgraphConditionalHandle h;
-  CUcontext ctx;
-  ASSERT_CU(d->cuCtxGetCurrent(&ctx));
-  ASSERT_CU(d->cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
-  CUgraphNodeParams np = {};
-  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-  np.conditional.handle = h;
-  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
-  np.conditional.size = 1;
-  np.conditional.ctx = ctx;
-  CUgraphNode cond;
-  ASSERT_CU(d->cuGraphAddNode(&cond, g, nullptr, nullptr, 0, &np));
-  ASSERT_NE(nullptr, np.conditional.phGraph_out);
-  CUgraph body = np.conditional.phGraph_out[0];
+  CUgraph body = nullptr;
+  CUgraphNode cond = AddWhile(g, 1, &h, &body);
+  ASSERT_NE(nullptr, body);
   CUgraphNodeType t;
   ASSERT_CU(d->cuGraphNodeGetType(cond, &t));
   EXPECT_EQ(CU_GRAPH_NODE_TYPE_CONDITIONAL, t);
@@ -358,6 +348,13 @@ TEST_F(EmuGraph, ConditionalWhileLoopsUntilTheKernelClearsIt) {
   ASSERT_CU(d->cuMemcpyDtoH(&got, counter, sizeof(got)));
   EXPECT_EQ(10, got);
   // Bad conditional parameters.
+  CUcontext ctx;
+  ASSERT_CU(d->cuCtxGetCurrent(&ctx));
+  CUgraphNodeParams np = {};
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = h;
+  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  np.conditional.ctx = ctx;
   np.conditional.size = 2;
   CUgraphNode bad;
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, d->cuGraphAddNode(&bad, g, nullptr, nullptr, 0, &np));

@@ -114,6 +114,23 @@ CUfunction EmuTest::Function(const char *name) {
   return f;
 }
 
+CUgraphNode EmuTest::AddWhile(CUgraph g, unsigned default_value, CUgraphConditionalHandle *h, CUgraph *body) {
+  CUcontext ctx = nullptr;
+  EXPECT_CU(d->cuCtxGetCurrent(&ctx));
+  EXPECT_CU(d->cuGraphConditionalHandleCreate(h, g, ctx, default_value, CU_GRAPH_COND_ASSIGN_DEFAULT));
+  CUgraphNodeParams np = {};
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = *h;
+  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  np.conditional.size = 1;
+  np.conditional.ctx = ctx;
+  CUgraphNode cond = nullptr;
+  EXPECT_CU(d->cuGraphAddNode(&cond, g, nullptr, nullptr, 0, &np));
+  EXPECT_NE(nullptr, np.conditional.phGraph_out);
+  *body = np.conditional.phGraph_out ? np.conditional.phGraph_out[0] : nullptr;
+  return cond;
+}
+
 CUdeviceptr EmuTest::Alloc(size_t bytes) {
   CUdeviceptr p = 0;
   EXPECT_CU(d->cuMemAlloc(&p, bytes));

@@ -44,6 +44,9 @@ class EmuTest : public ::testing::Test {
   void Upload(CUdeviceptr dst, const std::vector<float> &v);
   std::vector<float> Download(CUdeviceptr src, size_t n);
   void LaunchAxpy(CUstream s, float a, CUdeviceptr x, CUdeviceptr y, int n);
+  // Adds a WHILE conditional node (no dependencies) to g on the current context; returns
+  // the node and writes its handle (created with `default_value`) and its body graph.
+  CUgraphNode AddWhile(CUgraph g, unsigned default_value, CUgraphConditionalHandle *h, CUgraph *body);
 
   const cgrt__driver *d = nullptr;
   CUmodule mod = nullptr;
