@@ -119,8 +119,10 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph
     cgrt__runtime_capture_end(set->rt);
     return cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamBeginCapture", "capturing a bucket");
   }
+  /* Device patching: the patch node first, so that every other node depends on it. */
+  cgrt_status st = set->f_patch != NULL ? gx_dpatch_launch(set, s) : CGRT_SUCCESS;
   /* Metadata nodes are captured with num_reqs 0 (all rows inert); steps patch it. */
-  cgrt_status st = enqueue_body(set, s, e, &d, 0, set->current);
+  if (st == CGRT_SUCCESS) st = enqueue_body(set, s, e, &d, 0, set->current);
   CUgraph g = NULL;
   r = set->drv->cuStreamEndCapture(s, &g); /* always end: the stream must stay usable */
   if (r != CUDA_SUCCESS) {
@@ -148,6 +150,7 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph
 }
 
 void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
+  gx_dpatch_free(set, e);
   gx_index_free(e);
   if (e->exec != NULL) set->drv->cuGraphExecDestroy(e->exec);
   if (e->graph != NULL) set->drv->cuGraphDestroy(e->graph);
@@ -184,6 +187,17 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   st = gx_capture_graph(set, e, &g, &body);
   if (st != CGRT_SUCCESS) return st;
   double t1 = gx_now();
+  /* The index reads the captured graph; device patching marks its nodes before
+   * instantiation (the attribute must be set on the graph's nodes). */
+  e->graph = g;
+  e->body = body;
+  st = gx_index_build(set, e);
+  if (st == CGRT_SUCCESS) st = gx_dpatch_mark(set, e);
+  if (st != CGRT_SUCCESS) {
+    gx_exec_release(set, e);
+    cgrt__error_prefix("indexing %s bucket %d rows", gx_mode_name(e), e->rows);
+    return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
+  }
   CUgraphExec x = NULL;
   CUresult r = drv->cuGraphInstantiateWithFlags(&x, g, 0);
   if (r == CUDA_SUCCESS) {
@@ -195,20 +209,18 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
     }
   }
   if (r != CUDA_SUCCESS) {
-    drv->cuGraphDestroy(g);
+    gx_exec_release(set, e); /* destroys g */
     cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuGraphInstantiateWithFlags/cuGraphUpload",
                   "instantiating a bucket");
     cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }
   double t2 = gx_now();
-  e->graph = g;
-  e->body = body;
   e->exec = x;
-  st = gx_index_build(set, e);
+  st = gx_dpatch_finish(set, e);
   if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e);
-    cgrt__error_prefix("indexing %s bucket %d rows", gx_mode_name(e), e->rows);
+    cgrt__error_prefix("device patch table of %s bucket %d rows", gx_mode_name(e), e->rows);
     return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
   }
   if (drv->cuMemGetInfo(&free1, &total) != CUDA_SUCCESS) free1 = free0;
@@ -217,9 +229,10 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   e->memory_bytes = free0 > free1 ? free0 - free1 : 0;
   e->captured = 1;
   e->replays = 0;
-  cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %s bucket %d rows: %zu nodes, %zu patch sites, "
+  cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %s bucket %d rows: %zu nodes, %zu patch sites%s, "
             "capture %.3f ms, instantiate %.3f ms, %zu bytes",
-            gx_mode_name(e), e->rows, e->nodes, e->nsites, 1e3 * e->capture_s,
+            gx_mode_name(e), e->rows, e->nodes, e->nsites, e->dpatch ? " (patched on the device)" : "",
+            1e3 * e->capture_s,
             1e3 * e->instantiate_s, e->memory_bytes);
   return CGRT_SUCCESS;
 }

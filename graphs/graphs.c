@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "graphs/graphs_internal.h"
+#include "kernels/graph_patch.h"
 
 void cgrt_graphs_options_init(cgrt_graphs_options *o) {
   if (o == NULL) return;
@@ -59,6 +60,17 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
                       o->dcp_world_size, o->warmup_runs, o->draft_steps);
   if ((int)o->replay_mode < 0 || (int)o->replay_mode > CGRT_REPLAY_EXEC_UPDATE)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: replay_mode %d", (int)o->replay_mode);
+  if (o->device_patch != 0 && o->device_patch != 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: device_patch %d is not 0 or 1",
+                      o->device_patch);
+  if (o->device_patch && o->replay_mode != CGRT_REPLAY_POINTER_UPDATE)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: device_patch needs replay_mode CGRT_REPLAY_POINTER_UPDATE "
+                      "(device-updatable nodes cannot go through cuGraphExecUpdate)");
+  if (o->device_patch && o->num_buffers + 1 > CGRT__DPATCH_MAX_GROUPS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: device_patch supports up to %d buffers, %zu registered",
+                      CGRT__DPATCH_MAX_GROUPS - 1, o->num_buffers);
   if (o->num_buffers > CGRT_GRAPHS_MAX_BUFFERS || (o->num_buffers > 0 && o->buffers == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: %zu buffers (max %d)",
                       o->num_buffers, CGRT_GRAPHS_MAX_BUFFERS);
@@ -169,6 +181,14 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
       cgrt_graphs_destroy(set);
       return st;
     }
+  }
+  if (set->o.device_patch &&
+      cgrt__runtime_function(rt, "cgrt_graph_patch", &set->f_patch) != CGRT_SUCCESS) {
+    /* The patch kernel lives in an optional image (SASS with the device runtime): a
+     * device without it patches on the host. */
+    set->f_patch = NULL;
+    cgrt__log(CGRT_LOG_INFO, "cgrt graphs: device_patch unavailable on %s (no patch kernel for "
+              "this device); pointer-updated replay patches on the host", rt->device_name);
   }
   st = CGRT__CU(set->drv, cuStreamCreate, (&set->cap_stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER,
                 "cgrt_graphs_create: capture stream");
@@ -373,6 +393,7 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
   info->instantiate_seconds = e->instantiate_s;
   info->memory_bytes = e->memory_bytes;
   info->replays = e->replays;
+  info->device_patch = e->dpatch;
   pthread_mutex_unlock(&set->mu);
   return CGRT_SUCCESS;
 }

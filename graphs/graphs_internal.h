@@ -47,6 +47,7 @@ typedef struct gx_knode {
   const char *name;          /* kernel name (driver-owned) or NULL */
   int dirty;
   int in_body;               /* inside a conditional body (WHILE draft loops) */
+  uint64_t devnode;          /* device_patch: device-updatable node's handle, else 0 */
 } gx_knode;
 
 /* A memcpy or memset node. */
@@ -89,6 +90,19 @@ typedef struct gx_exec {
   double capture_s, instantiate_s;
   size_t memory_bytes;
   uint64_t replays;
+  /* device_patch (graphs/device_patch.c): kernel sites patched on the device by the
+   * graph's first node, which reads the moved groups from a mailbox in pinned memory. */
+  int dpatch;           /* 1 when this bucket patches its kernel nodes on the device */
+  uint32_t patch_k;     /* knodes index of the patch node */
+  CUdeviceptr dmem;     /* device: cgrt__dpatch_site[], group starts, launch counter */
+  unsigned char *ring;  /* pinned host: the mailbox (cgrt__dpatch_ring + slots) */
+  uint32_t dcap;        /* groups per slot: nbuf + 1 */
+  uint32_t dslots;      /* mailbox slots (power of two) */
+  uint32_t *dgroup_n;   /* [nbuf + 1]: device sites per group (buffers, then num_reqs) */
+  uint64_t launches;    /* successful launches of this bucket (host side of the counter) */
+  uint32_t *moved;      /* [nbuf]: buffers moved since the last successful launch */
+  size_t nmoved;
+  int reqs_moved;       /* num_reqs changed since the last successful launch */
 } gx_exec;
 
 struct cgrt_graphs {
@@ -110,6 +124,8 @@ struct cgrt_graphs {
   uint32_t *lut[4]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 2 = draft, 3 = WHILE */
 
   CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
+  CUfunction f_patch;       /* device_patch: the patch kernel (else NULL) */
+  int dpatch_refused_logged;
   CUdeviceptr while_state;  /* WHILE loops: {steps done, num_reqs} (set-owned, 256 bytes) */
   int while_unsupported;    /* the driver lacks conditional nodes: WHILE graphs skipped */
   int while_refuse_logged;
@@ -178,6 +194,25 @@ int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
 cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e);
 /* 1 when v lies inside device memory the set owns itself. */
 int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
+
+/* device_patch.c */
+/* Launches the patch node (nothing to patch yet) at the head of a capture. */
+cgrt_status gx_dpatch_launch(cgrt_graphs *set, CUstream s);
+/* After gx_index_build, before instantiate: makes every kernel node with sites (and the
+ * metadata nodes) device-updatable and records its handle. Leaves e->dpatch 0, without
+ * error, when the graph has no patch node or the driver refuses the attribute on the
+ * first node. */
+cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e);
+/* After instantiate + upload: the site table to the device, the mailbox, and the patch
+ * node's parameters. */
+cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e);
+/* Right before cuGraphLaunch: writes this launch's slot of the mailbox (the groups moved
+ * since the last successful launch; possibly none). No driver call unless the ring is
+ * full (then it synchronizes the replay stream). */
+cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e);
+/* After a successful cuGraphLaunch: the moved groups are delivered. */
+void gx_dpatch_launched(gx_exec *e);
+void gx_dpatch_free(cgrt_graphs *set, gx_exec *e);
 
 /* replay.c */
 cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out);

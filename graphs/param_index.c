@@ -61,6 +61,13 @@ void gx_index_free(gx_exec *e) {
   free(e->dirty_k);
   free(e->dirty_m);
   free(e->meta_k);
+  free(e->moved);
+  free(e->dgroup_n);
+  e->moved = NULL;
+  e->dgroup_n = NULL;
+  e->nmoved = 0;
+  e->reqs_moved = 0;
+  e->dpatch = 0;
   e->knodes = NULL;
   e->mnodes = NULL;
   e->site_start = NULL;
@@ -218,8 +225,9 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   e->meta_k = (uint32_t *)calloc(n ? n : 1, sizeof(uint32_t));
   e->applied = (CUdeviceptr *)calloc(set->nbuf ? set->nbuf : 1, sizeof(CUdeviceptr));
   e->site_start = (uint32_t *)calloc(set->nbuf + 1, sizeof(uint32_t));
+  e->moved = (uint32_t *)calloc(set->nbuf ? set->nbuf : 1, sizeof(uint32_t));
   if (!nodes || !types || !e->knodes || !e->mnodes || !e->dirty_k || !e->dirty_m || !e->meta_k ||
-      !e->applied || !e->site_start) {
+      !e->applied || !e->site_start || !e->moved) {
     st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
     goto out;
   }
@@ -307,6 +315,7 @@ size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, siz
     CUdeviceptr a = addr[b];
     if (a == e->applied[b]) continue;
     e->applied[b] = a;
+    if (e->site_start[b + 1] > e->site_start[b] && e->nmoved < set->nbuf) e->moved[e->nmoved++] = (uint32_t)b;
     for (uint32_t i = e->site_start[b]; i < e->site_start[b + 1]; i++) {
       const gx_site *s = &e->sites[i];
       uint64_t v = a + s->delta;
@@ -343,9 +352,14 @@ void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk) {
     mark_k(e, e->meta_k[i], ndk);
   }
   e->last_reqs = reqs;
+  e->reqs_moved = 1;
 }
 
 void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm) {
+  if (!e->dpatch) { /* device patching delivers them at the next successful launch */
+    e->nmoved = 0;
+    e->reqs_moved = 0;
+  }
   for (size_t i = 0; i < ndk; i++) e->knodes[e->dirty_k[i]].dirty = 0;
   for (size_t i = 0; i < ndm; i++) e->mnodes[e->dirty_m[i]].dirty = 0;
 }
@@ -355,8 +369,15 @@ cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm)
   cgrt_status st = CGRT_SUCCESS;
   set->flush_cu = CUDA_SUCCESS;
   set->flush_in_body = 0;
+  size_t host_k = 0;
+  /* Device-updatable nodes are rewritten by the patch node (gx_dpatch_before_launch). */
   for (size_t i = 0; i < ndk && st == CGRT_SUCCESS; i++) {
     gx_knode *k = &e->knodes[e->dirty_k[i]];
+    if (k->devnode != 0) {
+      set->st.device_nodes_patched++;
+      continue;
+    }
+    host_k++;
     CUresult r = drv->cuGraphExecKernelNodeSetParams(e->exec, k->node, &k->p);
     if (r != CUDA_SUCCESS) {
       set->flush_cu = r;
@@ -378,7 +399,7 @@ cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm)
                          m->in_body ? "patching a memory node inside a WHILE body" : "patching a memory node");
     }
   }
-  set->st.nodes_patched += ndk + ndm;
+  set->st.nodes_patched += host_k + ndm;
   gx_index_clear(e, ndk, ndm);
   return st;
 }

@@ -11,6 +11,8 @@ static void poison_applied(cgrt_graphs *set, gx_exec *e) {
   for (size_t b = 0; b < set->nbuf; b++) e->applied[b] = ~(CUdeviceptr)0;
   e->last_reqs = -1;
   e->synced_gen = ~(uint64_t)0;
+  e->nmoved = 0; /* the next step moves every buffer again */
+  e->reqs_moved = 0;
 }
 
 static int buffers_moved(const cgrt_graphs *set, const gx_exec *e) {
@@ -164,8 +166,16 @@ retry:
     st = copy_bindings(set, 0);
     if (st != CGRT_SUCCESS) return st;
   }
+  if (e->dpatch) {
+    st = gx_dpatch_before_launch(set, e); /* this launch's mailbox slot */
+    if (st != CGRT_SUCCESS) return st;
+  }
   CUresult r = set->drv->cuGraphLaunch(e->exec, set->stream);
-  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphLaunch", "replaying a bucket");
+  if (r != CUDA_SUCCESS) {
+    if (e->dpatch) poison_applied(set, e);
+    return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphLaunch", "replaying a bucket");
+  }
+  if (e->dpatch) gx_dpatch_launched(e);
   e->replays++;
   set->st.replays++;
   if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {

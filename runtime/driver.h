@@ -120,6 +120,12 @@ extern "C" {
     (hNode, type))                                                                                   \
   X(cuGraphKernelNodeGetParams, 12000, CGRT__REQUIRED,                                               \
     (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS * nodeParams), (hNode, nodeParams))                 \
+  X(cuGraphKernelNodeSetAttribute, 11000, CGRT__REQUIRED,                                            \
+    (CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue_v1 *value),            \
+    (hNode, attr, value))                                                                            \
+  X(cuGraphKernelNodeGetAttribute, 11000, CGRT__REQUIRED,                                            \
+    (CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue_v1 *value_out),              \
+    (hNode, attr, value_out))                                                                        \
   X(cuGraphMemcpyNodeGetParams, 10000, CGRT__REQUIRED,                                               \
     (CUgraphNode hNode, CUDA_MEMCPY3D * nodeParams), (hNode, nodeParams))                           \
   X(cuGraphMemsetNodeGetParams, 10000, CGRT__REQUIRED,                                               \

@@ -5,6 +5,11 @@ The generated C file defines `<symbol>[]` (source name, image, size) and `<symbo
 The architecture list is a build setting (//tools:cuda_archs), e.g.
   bazel build --//tools:cuda_archs=sm_90a,compute_90 //...
 Each entry `sm_XY[a]` embeds machine code, each `compute_XY[a]` embeds PTX.
+
+`rdc_srcs` are compiled with -rdc and linked (nvlink) against libcudadevrt, for the sm_
+entries only (the driver cannot link the device runtime into PTX it JIT-compiles at
+module load), and wrapped into one fatbin each with `fatbinary`. Their table entries
+have `optional = 1`: the runtime tolerates a device that cannot load them.
 nvcc comes from the local toolkit (CUDA_PATH in the action environment, else
 /usr/local/cuda); it runs outside the sandbox because it needs the whole toolkit.
 """
@@ -47,6 +52,7 @@ def _cuda_fatbin_impl(ctx):
         "echo '#include <stddef.h>'",
         "} > %s" % out_c.path,
     ]
+    nsrc = len(ctx.files.srcs)
     for i, src in enumerate(ctx.files.srcs):
         fb = ctx.actions.declare_file("%s_%d.fatbin" % (ctx.label.name, i))
         fatbins.append(fb)
@@ -54,16 +60,35 @@ def _cuda_fatbin_impl(ctx):
             " ".join(ctx.attr.nvcc_opts), gencodes, incs, fb.path, src.path))
         lines.append('"$BIN2C" --const --padd 0 --type char --name %s_%d %s | sed -e "s/^const unsigned char/__attribute__((aligned(64))) static const unsigned char/" >> %s' % (
             sym, i, fb.path, out_c.path))
+    sm_archs = [a[len("sm_"):] for a in archs if a.startswith("sm_")]
+    for j, src in enumerate(ctx.files.rdc_srcs):
+        i = nsrc + j
+        fb = ctx.actions.declare_file("%s_%d.fatbin" % (ctx.label.name, i))
+        fatbins.append(fb)
+        images = []
+        for v in sm_archs:
+            rel = "%s_%d_sm_%s.rel.cubin" % (fb.path, i, v)
+            lnk = "%s_%d_sm_%s.cubin" % (fb.path, i, v)
+            lines.append('"$NVCC" -cubin -rdc=true -std=c++17 -O3 %s -gencode=arch=compute_%s,code=sm_%s %s -o %s %s' % (
+                " ".join(ctx.attr.nvcc_opts), v, v, incs, rel, src.path))
+            lines.append('"${CUDA_PATH:-/usr/local/cuda}/bin/nvlink" -arch=sm_%s %s -L"${CUDA_PATH:-/usr/local/cuda}/lib64" -lcudadevrt -o %s' % (v, rel, lnk))
+            images.append("--image3=kind=elf,sm=%s,file=%s" % (v, lnk))
+        if not images:
+            fail("cuda_fatbin: rdc_srcs need at least one sm_ entry in cuda_archs")
+        lines.append('"${CUDA_PATH:-/usr/local/cuda}/bin/fatbinary" --create=%s -64 %s' % (fb.path, " ".join(images)))
+        lines.append('"$BIN2C" --const --padd 0 --type char --name %s_%d %s | sed -e "s/^const unsigned char/__attribute__((aligned(64))) static const unsigned char/" >> %s' % (
+            sym, i, fb.path, out_c.path))
+    all_srcs = ctx.files.srcs + ctx.files.rdc_srcs
     lines.append("{")
-    lines.append("echo 'typedef struct { const char *source; const unsigned char *image; size_t size; } %s_entry;'" % sym)
+    lines.append("echo 'typedef struct { const char *source; const unsigned char *image; size_t size; int optional; } %s_entry;'" % sym)
     lines.append("echo 'const %s_entry %s[] = {'" % (sym, sym))
-    for i, src in enumerate(ctx.files.srcs):
-        lines.append("echo '  {\"%s\", %s_%d, sizeof(%s_%d)},'" % (src.basename, sym, i, sym, i))
+    for i, src in enumerate(all_srcs):
+        lines.append("echo '  {\"%s\", %s_%d, sizeof(%s_%d), %d},'" % (src.basename, sym, i, sym, i, 1 if i >= nsrc else 0))
     lines.append("echo '};'")
-    lines.append("echo 'const size_t %s_count = %d;'" % (sym, len(ctx.files.srcs)))
+    lines.append("echo 'const size_t %s_count = %d;'" % (sym, len(all_srcs)))
     lines.append("} >> %s" % out_c.path)
     ctx.actions.run_shell(
-        inputs = ctx.files.srcs + ctx.files.hdrs,
+        inputs = ctx.files.srcs + ctx.files.rdc_srcs + ctx.files.hdrs,
         outputs = [out_c] + fatbins,
         command = "\n".join(lines),
         mnemonic = "NvccFatbin",
@@ -77,6 +102,7 @@ cuda_fatbin = rule(
     implementation = _cuda_fatbin_impl,
     attrs = {
         "srcs": attr.label_list(allow_files = [".cu"]),
+        "rdc_srcs": attr.label_list(allow_files = [".cu"]),
         "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
         "symbol": attr.string(mandatory = True),
         "nvcc_opts": attr.string_list(default = []),

@@ -112,6 +112,18 @@ def main():
                 per = (c["host_us_p50"] - step["host_us_p50"]) / c.get("patched_nodes", k)
                 checks.append({"target": "rebinding <= 0.35 us per patched node", "nodes": n, "case": case,
                                "value": per, "limit": 0.35, "pass": per <= 0.35})
+        dstep = get("cgrt_dpatch_step", n)
+        draw = get("raw_graph_launch_vs_dpatch", n)
+        for k, case in ((1, "cgrt_dpatch_rebind_1"), (8, "cgrt_dpatch_rebind_8"), (n, "cgrt_dpatch_rebind_all")):
+            c = get(case, n)
+            if c and dstep:
+                per = (c["host_us_p50"] - dstep["host_us_p50"]) / c.get("patched_nodes", k)
+                checks.append({"target": "rebinding <= 0.35 us per patched node (device_patch)", "nodes": n,
+                               "case": case, "value": per, "limit": 0.35, "pass": per <= 0.35})
+        if dstep and draw:
+            checks.append({"target": "reference: device_patch step GPU time / raw graph (one extra node)",
+                           "nodes": n, "value": dstep["gpu_us_p50"] / draw["gpu_us_p50"], "limit": 1.05,
+                           "pass": dstep["gpu_us_p50"] <= 1.05 * draw["gpu_us_p50"]})
     t32 = get("torch_cudagraph_replay", 32)
     if t32 and res.get("round_trip_32_us_p50"):
         sp = t32["round_trip_us_p50"] / res["round_trip_32_us_p50"]["cgrt_step"]

@@ -179,6 +179,26 @@ typedef struct cgrt_graphs_options {
    * device memory (the loop's step counter, zero between launches), allocated by
    * cgrt_graphs_create. Default 0. */
   int draft_while;
+  /* 1: pointer-updated replay patches kernel nodes on the device (CUDA 12.4+ driver,
+   * sm_90a build of cgrt). Each graph then starts with a cgrt patch kernel, and every
+   * kernel node that points into a registered buffer (and every metadata node) is made
+   * device-updatable before instantiation. Before each launch the host writes the
+   * buffers that moved (and num_reqs) into the bucket's mailbox in pinned memory -- no
+   * driver call, whatever the number of nodes that point into them -- and the patch
+   * kernel reads it over the bus and rewrites those nodes' parameters on the device
+   * before they run. Costs, measured on an H200 (bench/replay_latency): about 2-4 us
+   * more GPU time per launch for N = 32 dependent kernel nodes (the patch node reads
+   * host memory, and each device-updatable node launches about 45 ns slower), 25 us
+   * for N = 512; per bucket 24 bytes of device memory per patched parameter and a
+   * mailbox of 32 to 256 slots of (nbuf + 1) x 12 bytes (about 64 KB) of pinned memory,
+   * allocated at capture; and the driver's rules for device-updatable nodes (no
+   * cuGraphExecUpdate: requires replay_mode CGRT_REPLAY_POINTER_UPDATE; at most 1021
+   * buffers). Memcpy and memset nodes and WHILE draft graphs keep host patching. Where
+   * the driver or the device lacks the feature the set patches on the host (logged once
+   * at CGRT_LOG_INFO, not an error); cgrt_bucket_info.device_patch tells which buckets
+   * use it. A step that finds every slot of its bucket still unread by the GPU (that
+   * many launches queued) waits for the GPU to read one. Default 0. */
+  int device_patch;
 } cgrt_graphs_options;
 
 /* Fills the defaults (and the size). Thread-safe. */
@@ -285,7 +305,7 @@ typedef struct cgrt_graphs_stats {
   uint64_t replays;            /* graph launches (a draft loop counts one per launch) */
   uint64_t eager_fallbacks;    /* steps past the largest bucket run eagerly */
   uint64_t rebinds;            /* steps that moved at least one buffer */
-  uint64_t nodes_patched;      /* kernel/memcpy/memset node updates issued */
+  uint64_t nodes_patched;      /* kernel/memcpy/memset node updates issued by the host */
   uint64_t copies;             /* copy-in/copy-out transfers */
   uint64_t exec_updates;       /* successful cuGraphExecUpdate calls */
   uint64_t reinstantiations;   /* updates that fell back to re-instantiation */
@@ -296,6 +316,8 @@ typedef struct cgrt_graphs_stats {
   size_t graph_memory_bytes;   /* cuMemGetInfo deltas over the captures (>= 0) */
   uint64_t draft_while_loops;  /* draft loops run as a WHILE graph (also in draft_loops) */
   int draft_while_available;   /* 1 when at least one WHILE draft graph is captured */
+  uint64_t device_patches;     /* device_patch: launches that delivered moved buffers via the mailbox */
+  uint64_t device_nodes_patched; /* device_patch: kernel nodes rewritten on the device */
 } cgrt_graphs_stats;
 
 /* Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT.
@@ -314,6 +336,7 @@ typedef struct cgrt_bucket_info {
   size_t memory_bytes;
   uint64_t replays;
   int draft_while;       /* 1 for a draft loop as a conditional WHILE node */
+  int device_patch;      /* 1 when its kernel nodes are patched on the device */
 } cgrt_bucket_info;
 
 /* Number of buckets (draft loops included) and their descriptions, largest first per

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +21,15 @@ size_t cgrt__emu_live_objects(void);
  * the value of `handle` in the executable graph that the calling thread is running.
  * No effect outside a graph launch or for a handle the running graph does not own. */
 void cgrt__emu_set_conditional(CUgraphConditionalHandle handle, unsigned value);
+
+/* The device-side cudaGraphKernelNodeSetParam(node, offset, value, size) for reference
+ * kernels: writes into the copy of the device-updatable kernel node `node` (the handle
+ * cuGraphKernelNodeGetAttribute returned) in the executable graph that the calling
+ * thread is running; later nodes of that launch and later launches see it. Returns 0, or
+ * CUDA_ERROR_INVALID_VALUE (not inside a launch, unknown or not device-updatable node,
+ * out of range). */
+int cgrt__emu_graph_kernel_node_set_param(uint64_t node, size_t offset, const void *value,
+                                          size_t size);
 
 /* The dependencies (incoming edges) of a graph node, in the order they were added:
  * writes up to `cap` of them to `deps` (may be NULL when cap is 0) and returns how many

@@ -39,6 +39,8 @@ static CUresult collect_conds(const struct CUgraph_st *g, emu_cond **out, size_t
   return CUDA_SUCCESS;
 }
 
+static struct CUgraphNode_st *find_copy(const struct CUgraph_st *g, uint64_t id);
+
 static emu_cond *find_cond(struct CUgraphExec_st *e, CUgraphConditionalHandle h) {
   for (size_t i = 0; i < e->nconds; i++)
     if (e->conds[i].handle == h) return &e->conds[i];
@@ -52,6 +54,22 @@ void cgrt__emu_set_conditional(CUgraphConditionalHandle handle, unsigned value) 
   emu_cond *c = find_cond(e, handle);
   if (c != NULL) c->value = value;
   cgrt__emu_unlock();
+}
+
+int cgrt__emu_graph_kernel_node_set_param(uint64_t node, size_t offset, const void *value,
+                                          size_t size) {
+  struct CUgraphExec_st *e = t_running;
+  if (e == NULL || value == NULL) return (int)CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  struct CUgraphNode_st *n = find_copy(e->g, node);
+  CUresult r = CUDA_SUCCESS;
+  if (n == NULL || n->type != CU_GRAPH_NODE_TYPE_KERNEL || !n->u.k.dev_updatable ||
+      offset > n->u.k.bufsize || size > n->u.k.bufsize - offset)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else
+    memcpy(n->u.k.buf + offset, value, size);
+  cgrt__emu_unlock();
+  return (int)r;
 }
 
 /* ---- instantiate / destroy / upload ---- */
@@ -303,11 +321,11 @@ CUresult cgrt__emu_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgrap
     const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
     const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
     emu_kernel k;
-    if (p->func != n->u.k.func)
-      r = CUDA_ERROR_INVALID_VALUE; /* the emulation does not change a node's function */
-    else if ((r = cgrt__emu_kernel_check(p->func, grid, block, p->sharedMemBytes)) == CUDA_SUCCESS &&
-             (r = cgrt__emu_kernel_init(&k, p->func, grid, block, p->sharedMemBytes, p->kernelParams,
-                                        p->extra, n->u.k.attrs, n->u.k.nattrs)) == CUDA_SUCCESS) {
+    /* The function may change (same context); the node keeps its attributes. */
+    if ((r = cgrt__emu_kernel_check(p->func, grid, block, p->sharedMemBytes)) == CUDA_SUCCESS &&
+        (r = cgrt__emu_kernel_init(&k, p->func, grid, block, p->sharedMemBytes, p->kernelParams,
+                                   p->extra, n->u.k.attrs, n->u.k.nattrs)) == CUDA_SUCCESS) {
+      k.dev_updatable = n->u.k.dev_updatable;
       cgrt__emu_kernel_free(&n->u.k);
       n->u.k = k;
     }
@@ -431,6 +449,17 @@ static CUgraphExecUpdateResult compare(const struct CUgraph_st *c, const struct 
   return CU_GRAPH_EXEC_UPDATE_SUCCESS;
 }
 
+static int has_dev_updatable(const struct CUgraph_st *g) {
+  for (size_t i = 0; i < g->n; i++) {
+    const struct CUgraphNode_st *n = g->nodes[i];
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL && n->u.k.dev_updatable) return 1;
+    if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+      for (unsigned b = 0; b < n->u.cond.size; b++)
+        if (has_dev_updatable(n->u.cond.bodies[b])) return 1;
+  }
+  return 0;
+}
+
 CUresult cgrt__emu_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
                                      CUgraphExecUpdateResultInfo *resultInfo) {
   CUresult r = cgrt__emu_check_init();
@@ -448,6 +477,11 @@ CUresult cgrt__emu_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
   emu_kernel *ks = NULL;
   emu_cond *conds = NULL;
   size_t nconds = 0, nks = 0;
+  if (has_dev_updatable(e->g) || has_dev_updatable(hGraph)) {
+    /* As the driver documents: no cuGraphExecUpdate with device-updatable kernel nodes. */
+    r = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
   CUgraphExecUpdateResult res = compare(e->g, hGraph, &ps, resultInfo);
   if (res != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
     resultInfo->result = res;

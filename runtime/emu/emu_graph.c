@@ -225,6 +225,54 @@ static struct CUgraphNode_st *node_of(CUgraphNode h, CUgraphNodeType type) {
   return h;
 }
 
+/* Kernel-node attributes: the emulation models CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE
+ * only (others: CUDA_ERROR_NOT_SUPPORTED). As on the driver a node cannot opt out once
+ * device-updatable; its device handle (the node's id) reaches the exec's copy through
+ * cgrt__emu_graph_kernel_node_set_param. Not modeled: the driver's refusal to
+ * instantiate such a graph twice. */
+CUresult cgrt__emu_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                 const CUkernelNodeAttrValue_v1 *value) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (value == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  struct CUgraphNode_st *n = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
+  if (n == NULL) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
+    r = CUDA_ERROR_NOT_SUPPORTED;
+  } else {
+    int v = value->deviceUpdatableKernelNode.deviceUpdatable;
+    if ((v != 0 && v != 1) || (v == 0 && n->u.k.dev_updatable))
+      r = CUDA_ERROR_INVALID_VALUE;
+    else
+      n->u.k.dev_updatable = v;
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+CUresult cgrt__emu_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
+                                                 CUkernelNodeAttrValue_v1 *value_out) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (value_out == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  struct CUgraphNode_st *n = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
+  if (n == NULL) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
+    r = CUDA_ERROR_NOT_SUPPORTED;
+  } else {
+    memset(value_out, 0, sizeof(*value_out));
+    value_out->deviceUpdatableKernelNode.deviceUpdatable = n->u.k.dev_updatable;
+    value_out->deviceUpdatableKernelNode.devNode =
+        n->u.k.dev_updatable ? (CUgraphDeviceNode)(uintptr_t)n->id : NULL;
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
 CUresult cgrt__emu_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *p) {
   CUresult r = cgrt__emu_check_init();
   if (r != CUDA_SUCCESS) return r;

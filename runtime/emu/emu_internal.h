@@ -80,6 +80,7 @@ typedef struct emu_kernel {
   void **ptrs; /* ptrs[i] = buf + offs[i]: what cuGraphKernelNodeGetParams returns */
   CUlaunchAttribute *attrs;
   unsigned nattrs;
+  int dev_updatable; /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set on the node */
 } emu_kernel;
 
 /* Validates f (live), dimensions and shared memory. Lock held. */

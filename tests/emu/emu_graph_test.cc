@@ -140,13 +140,19 @@ TEST_F(EmuGraph, ExecKernelNodeSetParamsChangesOnlyTheExec) {
   ASSERT_CU(d->cuGraphKernelNodeGetParams(nodes[0], &orig));
   EXPECT_EQ(1.0f, *static_cast<float *>(orig.kernelParams[0]));
   EXPECT_EQ(y1, *static_cast<CUdeviceptr *>(orig.kernelParams[2]));
-  // Another function, a node of another graph, a memset node: rejected.
-  int value = 1;
+  // Another function of the same context is accepted (as by the driver): the node runs it.
+  int value = 7;
   void *fargs[] = {&y1, &value, &n};
   CUDA_KERNEL_NODE_PARAMS pf = p;
   pf.func = fill;
   pf.kernelParams = fargs;
-  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, d->cuGraphExecKernelNodeSetParams(exec, nodes[0], &pf));
+  ASSERT_CU(d->cuGraphExecKernelNodeSetParams(exec, nodes[0], &pf));
+  ASSERT_CU(d->cuGraphLaunch(exec, stream));
+  int filled = 0;
+  ASSERT_CU(d->cuMemcpyDtoH(&filled, y1 + 3 * sizeof(int), sizeof filled));
+  EXPECT_EQ(7, filled);
+  ASSERT_CU(d->cuGraphExecKernelNodeSetParams(exec, nodes[0], &p));  // and back
+  // A node of another graph, a memset node, no params: rejected.
   CUgraph g2 = CaptureAxpy(1.0f, x1, y1);
   std::vector<CUgraphNode> nodes2 = Nodes(g2);
   EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, d->cuGraphExecKernelNodeSetParams(exec, nodes2[0], &p));

@@ -22,6 +22,7 @@ struct cgrt_test_fatbin_entry {
   const char *source;
   const unsigned char *image;
   size_t size;
+  int optional;  // device-runtime images (rdc_srcs): may fail to load
 };
 extern "C" const cgrt_test_fatbin_entry cgrt_test_graphs_fatbin[];
 

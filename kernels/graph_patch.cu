@@ -1,0 +1,78 @@
+// Device-side patching of kernel-node parameters (cgrt_graphs_options.device_patch).
+//
+// cgrt_graph_patch runs as the first node of a graph whose other kernel nodes that point
+// into registered buffers are device-updatable (CUDA 12.4+). Each launch reads the count
+// of its slot of the bucket's mailbox (kernels/graph_patch.h: the groups that moved since
+// the previous launch, written by the host into pinned memory before cuGraphLaunch, no
+// driver call): one read over the bus when nothing moved. Otherwise it reads the moved
+// groups, tells the host the slot is free again, and writes value + delta into every
+// site of those groups with the device runtime's cudaGraphKernelNodeSetParam, one thread
+// per site, before those nodes launch (they all depend on this one). The updates persist
+// in the executable graph until overwritten.
+//
+// This file is compiled with -rdc and linked against libcudadevrt (see kernels/BUILD),
+// for sm_ targets only: a device without SASS here simply has no device patching.
+// Reference: graph_patch_ref.c.
+#include "kernels/graph_patch.h"
+
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_graph_patch(const cgrt__dpatch_site *sites, const unsigned *group_start, unsigned *launches,
+                     unsigned char *ring, unsigned cap, unsigned slots) {
+  if (sites == nullptr) return;  // as captured, before the set filled the parameters
+  __shared__ unsigned s_q, s_n, s_total;
+  __shared__ unsigned long long s_value[256];
+  __shared__ unsigned s_first[256], s_end[256];
+  volatile unsigned *consumed = reinterpret_cast<volatile unsigned *>(ring);
+  const unsigned slot_bytes = CGRT__DPATCH_SLOT_BYTES(cap);
+  if (threadIdx.x == 0) {
+    const unsigned q = *launches;
+    *launches = q + 1;
+    s_q = q;
+    // One read over the bus for the common case: nothing moved.
+    const unsigned char *slot = ring + CGRT__DPATCH_HEADER + (unsigned long long)(q % slots) * slot_bytes;
+    unsigned n = *reinterpret_cast<const volatile unsigned *>(slot);
+    s_n = n < cap ? n : cap;
+    if (s_n == 0) *consumed = q + 1;
+  }
+  __syncthreads();
+  const unsigned n = s_n, q = s_q;
+  if (n == 0) return;
+  const unsigned char *slot = ring + CGRT__DPATCH_HEADER + (unsigned long long)(q % slots) * slot_bytes;
+  const volatile unsigned long long *value = reinterpret_cast<const volatile unsigned long long *>(slot + 8);
+  const volatile unsigned *group = reinterpret_cast<const volatile unsigned *>(slot + 8 + 8ull * cap);
+  for (unsigned base = 0; base < n; base += blockDim.x) {
+    const unsigned m = n - base < blockDim.x ? n - base : blockDim.x;
+    const unsigned j = base + threadIdx.x;
+    if (threadIdx.x < m) {
+      const unsigned g = group[j];
+      s_value[threadIdx.x] = value[j];
+      s_first[threadIdx.x] = group_start[g];
+      s_end[threadIdx.x] = group_start[g + 1] - group_start[g];  // count; prefix below
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (base + blockDim.x >= n) *consumed = q + 1;  // every read of the slot is done
+      unsigned t = 0;
+      for (unsigned e = 0; e < m; e++) {
+        t += s_end[e];
+        s_end[e] = t;  // inclusive prefix: sites of entries 0..e
+      }
+      s_total = t;
+    }
+    __syncthreads();
+    // Every (entry, site) pair in parallel: one thread per site update.
+    const unsigned total = s_total;
+    for (unsigned u = threadIdx.x; u < total; u += blockDim.x) {
+      unsigned lo = 0, hi = m - 1;  // first entry with s_end[e] > u
+      while (lo < hi) {
+        const unsigned mid = (lo + hi) >> 1;
+        if (s_end[mid] > u) hi = mid; else lo = mid + 1;
+      }
+      const unsigned k = u - (lo ? s_end[lo - 1] : 0u);
+      const cgrt__dpatch_site st = sites[s_first[lo] + k];
+      const unsigned long long val = s_value[lo] + st.delta;
+      cudaGraphKernelNodeSetParam((cudaGraphDeviceNode_t)st.node, st.offset, &val, st.size);
+    }
+    __syncthreads();
+  }
+}
