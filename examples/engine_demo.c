@@ -11,7 +11,9 @@
  *  5. Summary: steps, replays per bucket, fallbacks, rebinds, step times, capture time,
  *     memory reserved.
  *
- * Usage: engine_demo [steps]   (default 3000 on a GPU, 2000 on the emulation) */
+ * Usage: engine_demo [steps] [--device-patch]
+ *   steps           default 3000 on a GPU, 2000 on the emulation
+ *   --device-patch  moved buffers are patched on the device (cgrt_graphs_options.device_patch) */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,7 +147,11 @@ int main(int argc, char **argv) {
   d.max_blocks = (d.max_ctx + d.page - 1) / d.page;
   d.max_rows = d.max_num_seqs * d.k;
   d.scale = 1.0f / sqrtf((float)D);
-  int steps = argc > 1 ? atoi(argv[1]) : (emulated ? 2000 : 3000);
+  int steps = emulated ? 2000 : 3000, device_patch = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--device-patch")) device_patch = 1;
+    else steps = atoi(argv[i]);
+  }
   if (steps < 1) steps = 1;
   printf("config: max_num_seqs=%d block_len=%d heads=%d page=%d max_context=%d max_rows=%d steps=%d\n",
          d.max_num_seqs, d.k, d.heads, d.page, d.max_ctx, d.max_rows, steps);
@@ -246,6 +252,7 @@ int main(int argc, char **argv) {
   go.buffers = bufs;
   go.num_buffers = B_COUNT;
   go.max_capture_rows = d.max_rows;
+  go.device_patch = device_patch;
   /* Warm-up and capture read seq_lens: start from an all-padding batch. */
   memset(h_seq, 0, seq_bytes);
   memset(h_bt, 0, bt_bytes);
@@ -345,13 +352,38 @@ int main(int argc, char **argv) {
   CHECK(cgrt_counters_verify(d.rt));
   CHECK(cgrt_workspace_verify(d.rt));
 
-  /* ---- summary ---- */
-  memset(&gs, 0, sizeof gs);
+  memset(&gs, 0, sizeof gs); /* the served steps only (before the steady-state steps) */
   gs.size = sizeof gs;
   CHECK(cgrt_graphs_get_stats(set, &gs));
+
+  /* Steady state, for comparison with the served steps above (whose host time follows
+   * synchronous input copies and an eager check): the same decode batch replayed
+   * back to back, (a) with a synchronize after each step, (b) queued without waiting. */
+  int steady_n = d.max_num_seqs / 2 > 0 ? d.max_num_seqs / 2 : 1;
+  const int steady = steps < 400 ? steps : 400;
+  double *t_a = malloc((size_t)steady * sizeof(double)), *t_b = malloc((size_t)steady * sizeof(double));
+  if (!t_a || !t_b) {
+    fprintf(stderr, "engine_demo: out of host memory\n");
+    return 1;
+  }
+  for (int i = 0; i < steady; i++) {
+    double t0 = now_us();
+    CHECK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, steady_n, NULL, 0));
+    t_a[i] = now_us() - t0;
+    CHECK(cgrt_stream_synchronize(d.rt, stream));
+  }
+  for (int i = 0; i < steady; i++) {
+    double t0 = now_us();
+    CHECK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, steady_n, NULL, 0));
+    t_b[i] = now_us() - t0;
+  }
+  CHECK(cgrt_stream_synchronize(d.rt, stream));
+  CHECK(cgrt_counters_verify(d.rt));
+
+  /* ---- summary ---- */
   printf("served %" PRIu64 " steps: %" PRIu64 " replays, %" PRIu64 " eager fallbacks, %" PRIu64
-         " steps with rebinds (%" PRIu64 " node parameters patched)\n",
-         gs.steps, gs.replays, gs.eager_fallbacks, gs.rebinds, gs.nodes_patched);
+         " steps with rebinds (%" PRIu64 " node updates by the host, %" PRIu64 " kernel nodes patched on the device)\n",
+         gs.steps, gs.replays, gs.eager_fallbacks, gs.rebinds, gs.nodes_patched, gs.device_nodes_patched);
   printf("replays per bucket:");
   for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
     cgrt_bucket_info bi;
@@ -364,6 +396,8 @@ int main(int argc, char **argv) {
   printf("step host time (cgrt_graphs_step): p50 %.1f us, p99 %.1f us; step+sync: p50 %.1f us, p99 %.1f us\n",
          pct(t_step, (size_t)steps, 0.5), pct(t_step, (size_t)steps, 0.99), pct(t_sync, (size_t)steps, 0.5),
          pct(t_sync, (size_t)steps, 0.99));
+  printf("steady state, %d decode requests: step host time p50 %.1f us (synchronized after each), %.1f us "
+         "(queued back to back)\n", steady_n, pct(t_a, (size_t)steady, 0.5), pct(t_b, (size_t)steady, 0.5));
   printf("capture: %.3f s for %zu graphs; memory reserved: %.2f MiB workspaces+counters, %.2f MiB graphs\n",
          gs.capture_seconds, gs.buckets, ws.bytes_allocated / 1048576.0, gs.graph_memory_bytes / 1048576.0);
   printf("checked against eager: %ld of %d steps differ (max |diff| %.3g), %ld padding values not inert; counters and "
@@ -377,6 +411,6 @@ int main(int argc, char **argv) {
   cgrt_mla_plan_destroy(d.plan[1]);
   CHECK(cgrt_runtime_destroy(d.rt));
   free(h), free(h_bt), free(h_seq), free(h_out), free(h_ref), free(h_lse), free(h_lse_ref);
-  free(len), free(slots), free(perm), free(t_step), free(t_sync);
+  free(len), free(slots), free(perm), free(t_step), free(t_sync), free(t_a), free(t_b);
   return ok ? 0 : 1;
 }
