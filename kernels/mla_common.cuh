@@ -59,7 +59,22 @@
 #ifndef CGRT_MLA_ALT_MAX_TILES
 #define CGRT_MLA_ALT_MAX_TILES 48
 #endif
-
+/* Row-aligned ranges (fourth pass): the schedule rounds the ranges in use down to a
+ * multiple a of rows when that drops at most 1/16 of them and T <= this many tiles x a
+ * (kernels/mla_decode.cu, mla_decode_ref.c repeats it). H200, fourth pass (interleaved
+ * A/B, three runs): -2.4..-2.6% at (32,16,8192), -2.7..-5.2% at (64,16,8192); without the
+ * thresholds +0.6..+1.9% at 124+ tiles per range (3% fewer CTAs, no restart to save), so
+ * those shapes are left as they were. CGRT_MLA_DEFAULT_ALIGN 1: on unless CGRT_MLA_ALIGN=0
+ * (kernels of mla_decode.cu only; the plan never passes it to other split kernels). */
+#define CGRT_MLA_ALIGN_MAX_TILES 64
+#ifndef CGRT_MLA_DEFAULT_ALIGN
+#define CGRT_MLA_DEFAULT_ALIGN 1
+#endif
+/* In-kernel merge (CGRT_MLA_FINISH=n: the _fin split kernel for steps of <= n rows):
+ * default off (0): on the H200 +6% at batch 1, +35% at batch 4, +5..19% at 32+ rows
+ * against split + combine kernel (fourth pass, bench/mla_decode/NOTES.md). */
+#ifndef CGRT_MLA_DEFAULT_FINISH_ROWS
+#define CGRT_MLA_DEFAULT_FINISH_ROWS 0
 #endif
 
 /* How a plan runs q_heads query heads on sm_count SMs (host side; also used by the
@@ -100,3 +115,5 @@ static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *
  * in one CTA per (row, head group), so it wants fewer, longer ranges. */
 #define CGRT_MLA_MIN_TILES_WORKSPACE 4
 #define CGRT_MLA_MIN_TILES_COUNTERS 8
+
+#endif /* CGRT_KERNELS_MLA_COMMON_CUH */

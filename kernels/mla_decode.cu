@@ -14,19 +14,40 @@
 //   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
 //   cgrt_mla_combine    merges the partial results of the rows that were split
 //                       (_wide: up to 16 column slices, online LSE merge; A/B only).
+//   cgrt_mla_split_m16_fin / _m64_fin  split + in-kernel parallel merge (no combine
+//                       kernel; CGRT_MLA_FINISH=n for steps of <= n rows; off by
+//                       default: slower than split + combine on the H200, NOTES.md).
+//   cgrt_mla_noop_split / _combine  return at once (CGRT_MLA_NOOP, timing floor only).
 //
-// Work split: the T = sum_r ceil(len_r / 32) KV tiles of the batch are cut into P equal
-// ranges (P fixed at plan creation from the SM count and occupancy); CTA (g, p) runs
-// range p for head group g. A row touched by n > 1 ranges leaves n partials in slots
-// r + p (unique: ranges are monotone in rows), so the workspace holds rows + P slots.
+// Work split: the T = sum_r ceil(len_r / 32) KV tiles of the batch are cut into Pe equal
+// ranges (P fixed at plan creation from the SM count and occupancy; Pe <= P in use per
+// step, rounded down to a multiple of rows where that keeps ranges inside rows, see
+// CGRT_MLA_ALIGN_MAX_TILES); CTA (g, p) runs range p for head group g. A row touched by
+// n > 1 ranges leaves n partials in slots r + p (unique: ranges are monotone in rows),
+// so the workspace holds rows + P slots.
 #include <cuda_bf16.h>
 #include <stdint.h>
 
 #include "kernels/mla_common.cuh"
+#include "kernels/mla_split.cuh"
 
 typedef __nv_bfloat16 bf16;
 
 namespace {
+
+using cgrt_mla::combine_heads;
+using cgrt_mla::cp_async16;
+using cgrt_mla::cp_commit;
+using cgrt_mla::cp_wait;
+using cgrt_mla::ldsm_x4;
+using cgrt_mla::ldsm_x4_t;
+using cgrt_mla::mma16816;
+using cgrt_mla::ex2;
+using cgrt_mla::pack_bf16;
+using cgrt_mla::part_of;
+using cgrt_mla::store_bf16x4;
+using cgrt_mla::warp_accum;
+using cgrt_mla::warp_max_lse;
 
 constexpr int D = CGRT_MLA_D;     // 576
 constexpr int DV = CGRT_MLA_DV;   // 512
@@ -37,103 +58,190 @@ constexpr int CHUNKS = D / 8;     // 16-byte chunks per token
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
-                                        uint32_t &r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
-                                          uint32_t &r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
 __device__ __forceinline__ void bar_named(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-
-// Range p of P over T tiles is [p*T/P, (p+1)*T/P); the range holding tile t.
-__device__ __forceinline__ int part_of(long long t, int T, int P) {
-  return (int)(((t + 1) * (long long)P - 1) / T);
+// Polling load: coherent at GPU scope without the L1 invalidation that an acquire load
+// brings on every poll (which would also evict the L1 lines of the CTA sharing the SM);
+// the waiter fences once when the value is there.
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 
-// Largest LSE of the n partials (slots slot0..) of head h; whole warp.
-__device__ __forceinline__ float warp_max_lse(const float *part_lse, int qh, int h, int slot0, int n,
-                                              int lane) {
-  float mx = -INFINITY;
-  for (int i = lane; i < n; i += 32) mx = fmaxf(mx, __ldcg(part_lse + (long long)(slot0 + i) * qh + h));
+// Wider combine (CGRT_MLA_COMB=wide): grid (q_heads, rows, nz), nz up to 16, 256
+// threads; CTA (h, r, z) merges W4 = 128 / nz float4 columns of head h of row r. Lanes
+// are (partial, column) pairs (NW warps; the combine kernel runs 8, the finish phase of
+// the _fin split kernels the split block's): LPP = min(W4, 32) lanes per partial, 32 / LPP partials
+// per warp and pass, so a short batch (few rows, many partials) spreads over many CTAs
+// and each lane keeps up to U partials in flight. The LSE is merged online (running
+// max, rescaled sums), so the LSE and the values of a partial load together instead of
+// one pass over the LSEs first; the per-thread states are merged through shared memory.
+template <int W4, int NW = 8>
+__device__ __forceinline__ void combine_wide(const float *__restrict__ part_o,
+                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
+                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
+                                             int col0, float4 *sacc, float *sm, float *ss) {
+  constexpr int LPP = W4 < 32 ? W4 : 32; // lanes per partial
+  constexpr int PPW = 32 / LPP;          // partials per warp and pass
+  constexpr int K4 = W4 / LPP;           // float4 per lane and partial
+  constexpr int NG = NW * PPW;           // partial lanes-groups per CTA
+  constexpr int U = K4 >= 4 ? 2 : 4;     // partials in flight per lane
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int sub = lane / LPP, cl = lane - sub * LPP, grp = warp * PPW + sub;
+  float m = -INFINITY, s = 0.f;
+  float4 acc[K4];
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  return mx;
-}
-
-// Weighted sum over partials i = i0, i0 + step, ... < n of head h; lane holds dims
-// (lane + 32k) * 4 .. + 3, k < 4.
-__device__ __forceinline__ void warp_accum(const float *part_o, const float *part_lse, int qh, int h,
-                                           int slot0, int n, int i0, int step, float mx, int lane,
-                                           float4 (&acc)[4], float &wsum) {
-#pragma unroll 4
-  for (int i = i0; i < n; i += step) {
-    const long long s = (long long)(slot0 + i) * qh + h;
-    const float w = __expf(__ldcg(part_lse + s) - mx);
-    const float4 *src = reinterpret_cast<const float4 *>(part_o + s * DV);
-    wsum += w;
+  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = grp; i < n; i += NG * U) {
+    float w[U];
+    float4 v[U][K4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const float4 v = __ldcg(src + lane + 32 * k);
-      acc[k].x += w * v.x; acc[k].y += w * v.y; acc[k].z += w * v.z; acc[k].w += w * v.w;
+    for (int u = 0; u < U; u++) {
+      const int idx = i + NG * u;
+      const bool ok = idx < n;
+      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
+      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (w[u] == -INFINITY) continue;
+      const float mn = fmaxf(m, w[u]);
+      const float c = __expf(m - mn), e = __expf(w[u] - mn);
+      m = mn;
+      s = s * c + e;
+#pragma unroll
+      for (int k = 0; k < K4; k++) {
+        acc[k].x = acc[k].x * c + e * v[u][k].x; acc[k].y = acc[k].y * c + e * v[u][k].y;
+        acc[k].z = acc[k].z * c + e * v[u][k].z; acc[k].w = acc[k].w * c + e * v[u][k].w;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K4; k++) sacc[k * (NW * 32) + tid] = acc[k];
+  sm[tid] = m;
+  ss[tid] = s;
+  __syncthreads();
+  if (tid < W4) {
+    // Column tid is held by lane cl = tid % LPP, float4 k = tid / LPP, of every group.
+    const int c = tid % LPP, k = tid / LPP;
+    float M = -INFINITY;
+#pragma unroll 4
+    for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm[(gi / PPW) * 32 + (gi % PPW) * LPP + c]);
+    float S = 0.f;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int gi = 0; gi < NG; gi++) {
+      const int t = (gi / PPW) * 32 + (gi % PPW) * LPP + c;
+      const float mt = sm[t];
+      if (mt == -INFINITY) continue;
+      const float e = __expf(mt - M);
+      const float4 x = sacc[k * (NW * 32) + t];
+      S += e * ss[t];
+      a.x += e * x.x; a.y += e * x.y; a.z += e * x.z; a.w += e * x.w;
+    }
+    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + tid * 4, a, 1.f / S);
+    if (tid == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(S);
   }
 }
 
-__device__ __forceinline__ void store_bf16x4(bf16 *dst, float4 v, float inv) {
-  uint2 o;
-  o.x = pack_bf16(v.x * inv, v.y * inv);
-  o.y = pack_bf16(v.z * inv, v.w * inv);
-  *reinterpret_cast<uint2 *>(dst) = o;
-}
-
-// Merges the n partials of row r for heads [h0, h1): one warp per head.
-__device__ void combine_heads(const float *part_o, const float *part_lse, bf16 *out, float *lse,
-                              int r, int qh, int h0, int h1, int slot0, int n, int warp, int nwarps,
-                              int lane) {
-  for (int h = h0 + warp; h < h1; h += nwarps) {
-    const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
-    float4 acc[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-    float wsum = 0.f;
-    warp_accum(part_o, part_lse, qh, h, slot0, n, 0, 1, mx, lane, acc, wsum);
-    const float inv = 1.f / wsum;
-    bf16 *o = out + ((long long)r * qh + h) * DV;
-#pragma unroll
-    for (int k = 0; k < 4; k++) store_bf16x4(o + (lane + 32 * k) * 4, acc[k], inv);
-    if (lane == 0) lse[(long long)r * qh + h] = mx + logf(wsum);
+// Finish phase of the _fin split kernels (CGRT_MLA_FINISH=n): the partials are merged
+// inside the split kernel, so a step is one kernel (two with the schedule kernel for
+// rows > block size) and no combine launch. Counters (zero between launches, reset by
+// the last CTA to leave): fin[0] workers started (CTAs (g, p < Pe) count themselves
+// once the schedule is known), fin[1] merge-job tickets, fin[2] CTAs done,
+// fin[4 + r * G + g] ranges of (row r, head group g) whose partials are written. Merge
+// jobs are (row, head, column slice) with nz slices (nz up to 16: about 2 x CTAs jobs);
+// a CTA takes jobs only once all W = Pe x groups workers have started, so the workers
+// it waits for are resident or done and the wait cannot deadlock; the last worker to
+// start always qualifies when it gets here, so every job is taken. (A first version
+// assigned (group, range) by a ticket drawn at entry: the first tickets went to CTAs
+// sharing SMs, and at batch 1 the workers ran up to 2x slower per tile.)
+template <int NT>
+__device__ __forceinline__ void mla_finish(const int *ts, int T, int Pe, int rows, int qh, int hg, int G,
+                                           const float *part_o, const float *part_lse, bf16 *out,
+                                           float *lse, unsigned *fin, int W, bool worker,
+                                           unsigned char *smem) {
+  constexpr int NW = NT / 32;
+  __shared__ int s_job, s_flag;
+  const int tid = threadIdx.x;
+  const int ncta = gridDim.x * gridDim.y;
+  // CTAs without a range wait longer between polls (fewer loads on the counter's L2 slice).
+  const unsigned spin_ns = worker ? 64u : 256u;
+  __syncthreads(); // the split phase is done with shared memory
+  if (tid == 0) {
+    // A CTA without a range waits a bounded time for the workers to start (they are
+    // normally all resident at once); it never waits unboundedly before they have.
+    unsigned k = ld_relaxed(fin);
+    for (int i = 0; !worker && k < (unsigned)W && i < 16; i++) {
+      __nanosleep(128);
+      k = ld_relaxed(fin);
+    }
+    s_flag = k >= (unsigned)W;
+  }
+  __syncthreads();
+  if (s_flag && T > 0) {
+    int nz = 1;
+    while (nz < 16 && (long long)rows * qh * nz < 2LL * ncta) nz <<= 1;
+    const long long nj = (long long)rows * qh * nz;
+    const int ch = (int)max(1LL, nj / (4LL * ncta));
+    float4 *sacc = reinterpret_cast<float4 *>(smem);
+    float *sm = reinterpret_cast<float *>(sacc + 4 * NT);
+    float *ss = sm + NT;
+    for (;;) {
+      if (tid == 0) s_job = (int)atomicAdd(fin + 1, (unsigned)ch);
+      __syncthreads();
+      const long long j0 = (unsigned)s_job;
+      __syncthreads();
+      if (j0 >= nj) break;
+      const long long j1 = j0 + ch < nj ? j0 + ch : nj;
+      for (long long j = j0; j < j1; j++) {
+        const int r = (int)(j / ((long long)qh * nz));
+        const int rem = (int)(j - (long long)r * qh * nz);
+        const int h = rem / nz, z = rem - (rem / nz) * nz;
+        const int rs = ts[r], re = ts[r + 1];
+        if (re <= rs) continue;
+        const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
+        if (pl == pf) continue;
+        const int n = pl - pf + 1;
+        if (tid == 0) {
+          const unsigned *c = fin + 4 + (long long)r * G + h / hg;
+          while (ld_relaxed(c) < (unsigned)n) __nanosleep(spin_ns);
+          __threadfence();
+        }
+        __syncthreads();
+        const int col0 = z * (DV / nz);
+        switch (nz) {
+        case 1: combine_wide<128, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
+        case 2: combine_wide<64, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
+        case 4: combine_wide<32, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
+        case 8: combine_wide<16, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
+        default: combine_wide<8, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
+        }
+        __syncthreads();
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    s_flag = atomicAdd(fin + 2, 1u) == (unsigned)(ncta - 1);
+  }
+  __syncthreads();
+  if (s_flag) {
+    // Last CTA out: every other CTA is past its last counter access.
+    __threadfence();
+    for (int i = tid; i < rows * G; i += NT) fin[4 + i] = 0u;
+    if (tid == 0) fin[0] = fin[1] = fin[2] = 0u;
   }
 }
 
@@ -152,7 +260,8 @@ struct IC {
 // 32-token pipeline (less fill and restart cost per range), longer ranges the
 // STAGES x TS pipeline; the choice is uniform per CTA. Dynamic shared memory must hold
 // the larger of the two layouts.
-template <int R, int STAGES0, int TS0, int ALT>
+// FIN = 1: merge in the kernel (mla_finish; counters must be the lane's counters).
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -174,48 +283,16 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wr = warp >> 2, wc = warp & 3;
   const int gq = lane >> 2, t4 = lane & 3;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  const int G = gridDim.x;
+  unsigned *fin = counters;
   // Fused schedule (seq_lens != nullptr, rows <= NT): every CTA derives the per-row
   // lengths and tile prefix sums itself, as cgrt_mla_schedule would, in shared memory;
   // CTA (0, 0) also writes them to meta for the combine kernel. Saves a launch and a
   // dependent kernel boundary for short batches.
   __shared__ int s_meta[2 * NT + 2];
   __shared__ int s_wsum[NT / 32];
-  const int *mb = meta;
-  if (seq_lens != nullptr) {
-    int len = 0;
-    if (tid < rows) {
-      len = seq_lens[tid / bl];
-      len = len < 0 ? 0 : (len > cap ? cap : len);
-    }
-    const int tiles = (len + TN - 1) / TN;
-    int x = tiles;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, x, off);
-      if (lane >= off) x += y;
-    }
-    if (lane == 31) s_wsum[warp] = x;
-    __syncthreads();
-    int pre = 0;
-#pragma unroll
-    for (int w = 0; w < NT / 32; w++) pre += w < warp ? s_wsum[w] : 0;
-    const int incl = pre + x;
-    if (tid < rows) {
-      s_meta[tid] = len;
-      s_meta[rows + tid] = incl - tiles;
-    }
-    if (tid == NT - 1) {
-      int pe = (incl + min_tiles - 1) / min_tiles;
-      pe = pe < P ? pe : P;
-      s_meta[2 * rows] = incl;
-      s_meta[2 * rows + 1] = pe < 1 ? 1 : pe;
-    }
-    __syncthreads();
-    if (blockIdx.x == 0 && blockIdx.y == 0)
-      for (int i = tid; i < 2 * rows + 2; i += NT) const_cast<int *>(meta)[i] = s_meta[i];
-    mb = s_meta;
-  }
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  const int g = blockIdx.x, p = blockIdx.y;
   const int *row_len = mb;
   const int *ts = mb + rows;
   const int h_begin = g * hg;
@@ -223,24 +300,15 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
-  // Padding rows (seq_len 0): output 0, LSE -inf; rows p, p+P, ... belong to this CTA.
-  for (int r = p; r < rows; r += P) {
-    if (row_len[r] != 0) continue;
-    const int nh = h_end - h_begin;
-    bf16 *o = out + ((long long)r * qh + h_begin) * DV;
-    for (int i = tid; i < nh * DV / 8; i += NT) reinterpret_cast<uint4 *>(o)[i] = make_uint4(0, 0, 0, 0);
-    for (int i = tid; i < nh; i += NT) lse[(long long)r * qh + h_begin + i] = -INFINITY;
-  }
+  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
 
   const int T = ts[rows];
   const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
-  if (T == 0 || p >= Pe) return;
-  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
-  int lo = 0, hi = rows - 1; // last row r with ts[r] <= b0
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (ts[mid] <= b0) lo = mid; else hi = mid - 1;
-  }
+  const bool work = T > 0 && p < Pe;
+  if (!FIN && !work) return;
+  if (FIN && work && tid == 0) atomicAdd(fin, 1u); // FIN: workers started
+  const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
+  const int lo = cgrt_mla::first_row(ts, rows, b0);
 
   const int hrow0 = h_begin + wr * 16 + gq, hrow1 = hrow0 + 8;
   const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
@@ -454,7 +522,12 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         if (v0) part_lse[slot * qh + hrow0] = lse0;
         if (v1) part_lse[slot * qh + hrow1] = lse1;
       }
-      if (counters != nullptr) {
+      if (FIN) {
+        // Partials of (row, group) written: count them for the finish phase.
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) atomicAdd(fin + 4 + (long long)r * G + g, 1u);
+      } else if (counters != nullptr) {
         // Last CTA of (row, head group) to finish merges the partials and resets the
         // counter, so the buffer stays zero between launches.
         __threadfence();
@@ -479,6 +552,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   };
   if (ALT && b1 - b0 <= alt_max) run(IC<2>{}, IC<32>{});
   else run(IC<STAGES0>{}, IC<TS0>{});
+  if (FIN) mla_finish<NT>(ts, T, Pe, rows, qh, hg, G, part_o, part_lse, out, lse, fin, Pe * G, work, smem);
 }
 
 } // namespace
@@ -531,12 +605,8 @@ extern "C" __global__ void __launch_bounds__(1024)
   }
   if (tid == 0) {
     const int T = carry;
-    // Ranges in use: at most P, at least min_tiles tiles each (fewer partials to merge
-    // for short batches), never more than T so that no range is empty.
-    int pe = (T + min_tiles - 1) / min_tiles;
-    pe = pe < P ? pe : P;
     ts[rows] = T;
-    meta[2 * rows + 1] = pe < 1 ? 1 : pe;
+    meta[2 * rows + 1] = cgrt_mla::ranges_in_use(T, P, min_tiles, rows);
   }
 }
 
@@ -562,6 +632,20 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGR
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1>(CGRT_MLA_SPLIT_ARGS);
 }
+// In-kernel merge (CGRT_MLA_FINISH=1, mla_finish): the auto pipeline, no combine kernel.
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_fin(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_fin(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS, 0, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+// Kernels that return at once, with the split and combine kernels' parameters
+// (CGRT_MLA_NOOP=1, A/B only): the floor of a step's graph (launch, event, node costs).
+extern "C" __global__ void __launch_bounds__(512) cgrt_mla_noop_split(CGRT_MLA_SPLIT_PARAMS) {}
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_mla_noop_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
+                          const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                          int rows, int qh) {}
 // Three CTAs per SM (12 warps), three 16-token stages each (CGRT_MLA_SPLIT=s3).
 extern "C" __global__ void __launch_bounds__(128, 3) cgrt_mla_split_m16_s3(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, 3, 16, 0>(CGRT_MLA_SPLIT_ARGS);
@@ -655,84 +739,6 @@ extern "C" __global__ void __launch_bounds__(256)
   if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
   else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
   else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
-}
-
-// Wider combine (CGRT_MLA_COMB=wide): grid (q_heads, rows, nz), nz up to 16, 256
-// threads; CTA (h, r, z) merges W4 = 128 / nz float4 columns of head h of row r. Lanes
-// are (partial, column) pairs: LPP = min(W4, 32) lanes per partial, 32 / LPP partials
-// per warp and pass, so a short batch (few rows, many partials) spreads over many CTAs
-// and each lane keeps up to U partials in flight. The LSE is merged online (running
-// max, rescaled sums), so the LSE and the values of a partial load together instead of
-// one pass over the LSEs first; the per-thread states are merged through shared memory.
-template <int W4>
-__device__ __forceinline__ void combine_wide(const float *__restrict__ part_o,
-                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
-                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
-                                             int col0, float4 *sacc, float *sm, float *ss) {
-  constexpr int LPP = W4 < 32 ? W4 : 32; // lanes per partial
-  constexpr int PPW = 32 / LPP;          // partials per warp and pass
-  constexpr int K4 = W4 / LPP;           // float4 per lane and partial
-  constexpr int NG = 8 * PPW;            // partial lanes-groups per CTA
-  constexpr int U = K4 >= 4 ? 2 : 4;     // partials in flight per lane
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int sub = lane / LPP, cl = lane - sub * LPP, grp = warp * PPW + sub;
-  float m = -INFINITY, s = 0.f;
-  float4 acc[K4];
-#pragma unroll
-  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int i = grp; i < n; i += NG * U) {
-    float w[U];
-    float4 v[U][K4];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int idx = i + NG * u;
-      const bool ok = idx < n;
-      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
-      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
-      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
-#pragma unroll
-      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      if (w[u] == -INFINITY) continue;
-      const float mn = fmaxf(m, w[u]);
-      const float c = __expf(m - mn), e = __expf(w[u] - mn);
-      m = mn;
-      s = s * c + e;
-#pragma unroll
-      for (int k = 0; k < K4; k++) {
-        acc[k].x = acc[k].x * c + e * v[u][k].x; acc[k].y = acc[k].y * c + e * v[u][k].y;
-        acc[k].z = acc[k].z * c + e * v[u][k].z; acc[k].w = acc[k].w * c + e * v[u][k].w;
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < K4; k++) sacc[k * 256 + tid] = acc[k];
-  sm[tid] = m;
-  ss[tid] = s;
-  __syncthreads();
-  if (tid < W4) {
-    // Column tid is held by lane cl = tid % LPP, float4 k = tid / LPP, of every group.
-    const int c = tid % LPP, k = tid / LPP;
-    float M = -INFINITY;
-#pragma unroll 4
-    for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm[(gi / PPW) * 32 + (gi % PPW) * LPP + c]);
-    float S = 0.f;
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int gi = 0; gi < NG; gi++) {
-      const int t = (gi / PPW) * 32 + (gi % PPW) * LPP + c;
-      const float mt = sm[t];
-      if (mt == -INFINITY) continue;
-      const float e = __expf(mt - M);
-      const float4 x = sacc[k * 256 + t];
-      S += e * ss[t];
-      a.x += e * x.x; a.y += e * x.y; a.z += e * x.z; a.w += e * x.w;
-    }
-    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + tid * 4, a, 1.f / S);
-    if (tid == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(S);
-  }
 }
 
 extern "C" __global__ void __launch_bounds__(256)

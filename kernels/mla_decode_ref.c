@@ -16,6 +16,7 @@
 #define MLA_D 576
 #define MLA_DV 512
 #define MLA_TILE 32
+#define MLA_ALIGN_MAX_TILES 64
 
 static float bf2f(uint16_t v) {
   uint32_t u = (uint32_t)v << 16;
@@ -54,8 +55,16 @@ static void schedule_rows(const int *seq_lens, int *meta, int rows, int bl, int 
   }
   ts[rows] = acc;
   {
-    int pe = (acc + min_tiles - 1) / min_tiles;
+    /* min_tiles < 0 (row-aligned ranges): at least -min_tiles tiles per range, and the
+     * ranges in use rounded down to a multiple a of rows when rows <= their count, that
+     * drops at most 1/16 of them and T <= MLA_ALIGN_MAX_TILES x a. */
+    const int mt = min_tiles < 0 ? -min_tiles : min_tiles;
+    int pe = (acc + mt - 1) / mt;
     pe = pe < P ? pe : P;
+    if (min_tiles < 0 && rows <= pe) {
+      const int a = pe / rows * rows;
+      if ((pe - a) * 16 <= pe && acc <= MLA_ALIGN_MAX_TILES * a) pe = a;
+    }
     meta[2 * rows + 1] = pe < 1 ? 1 : pe;
   }
 }
@@ -92,7 +101,8 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
  * seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
  * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
  * leaves the same metadata in meta for the combine kernel. */
-static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
+                       int use_counters) {
   const uint16_t *q = PTR(const uint16_t, 0);
   const uint16_t *kv = PTR(const uint16_t, 1);
   const int *bt = PTR(const int, 2);
@@ -101,7 +111,7 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
   float *lse = PTR(float, 5);
   float *part_o = PTR(float, 6);
   float *part_lse = PTR(float, 7);
-  unsigned *counters = PTR(unsigned, 8);
+  unsigned *counters = use_counters ? PTR(unsigned, 8) : NULL;
   const int rows = INT(9), qh = INT(10), hg = INT(11), P = INT(12), mbps = INT(13), ps = INT(14),
             bl = INT(15);
   const float scale = CGRT__REF_PARAM(float, p, off, 16);
@@ -200,6 +210,42 @@ done:
   free(acc);
 }
 
+static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  split_core(l, p, off, 1);
+}
+
+/* cgrt_mla_split_m16_fin / _m64_fin (CGRT_MLA_FINISH=1): split parameters; counters
+ * (required) hold the kernel's tickets and per-(row, group) done counts, all back at 0
+ * when it returns. Result: as the split kernel with the workspace strategy followed by
+ * cgrt_mla_combine over every row (partials merged in the kernel). */
+static void fin_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  split_core(l, p, off, 0);
+  {
+    const int *meta = PTR(const int, 3);
+    const float *part_o = PTR(const float, 6);
+    const float *part_lse = PTR(const float, 7);
+    uint16_t *out = PTR(uint16_t, 4);
+    float *lse = PTR(float, 5);
+    const int rows = INT(9), qh = INT(10);
+    const int *ts = meta + rows;
+    const int T = ts[rows], Pe = meta[2 * rows + 1];
+    for (int r = 0; r < rows && T > 0; r++) {
+      const int rs = ts[r], re = ts[r + 1];
+      if (re <= rs) continue;
+      const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
+      if (pl == pf) continue;
+      combine_heads(part_o, part_lse, out, lse, r, qh, 0, qh, r + pf, pl - pf + 1);
+    }
+  }
+}
+
+/* cgrt_mla_noop_split / cgrt_mla_noop_combine (CGRT_MLA_NOOP=1, timing floor): nothing. */
+static void noop_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  (void)l;
+  (void)p;
+  (void)off;
+}
+
 /* cgrt_mla_combine and cgrt_mla_combine_wide (same parameters; the wide one merges
  * the LSEs online and allows nz up to 16) (meta, part_o, part_lse, out, lse, rows,
  * q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column slice; together the whole row): merges the partials of every row that more than one range touched. */
@@ -231,8 +277,15 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m64", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_ts32", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m64_ts32", 21, SPLIT_SIZES, split_ref},
+    /* kernels/mla_decode_wgmma.cu: the same operation and outputs as cgrt_mla_split_m64. */
+    {"cgrt_mla_split_m64_wgmma", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m64_wgmma2s4", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_auto", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_m16_fin", 21, SPLIT_SIZES, fin_ref},
+    {"cgrt_mla_split_m64_fin", 21, SPLIT_SIZES, fin_ref},
+    {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
+    {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {"cgrt_mla_combine_wide", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {0},

@@ -32,6 +32,11 @@ struct cgrt_mla_plan {
   int fuse;                  /* rows <= split block size: the split kernel schedules itself */
   int alt_max;               /* cgrt_mla_split_m16_auto: ranges of <= alt_max tiles run 2 x 32 */
   int wide;                  /* cgrt_mla_combine_wide (nz up to 16, online LSE merge) */
+  int finish;                /* steps of <= finish rows: _fin split kernel (in-kernel merge) */
+  int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
+  int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
+  int fin_smem;              /* dynamic shared memory of the _fin kernel */
+  CUfunction f_fin;          /* the _fin split kernel (finish > 0) */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -128,13 +133,27 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
      * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=wide takes the wider combine;
      * CGRT_MLA_PARTS=n sets the number of ranges P. */
     const char *e = getenv("CGRT_MLA_SPLIT");
-    if (!e || !*e) e = CGRT_MLA_DEFAULT_M16_SPLIT; /* "s16" (or anything unknown) = cgrt_mla_split_m16 */
+    /* "s16" (or anything unknown) = cgrt_mla_split_m16. m64 default: "wgmma" =
+     * cgrt_mla_split_m64_wgmma (H200: 1.5-1.7x the mma.sync kernel at 64 and 128 heads,
+     * bench/mla_wgmma/NOTES.md); any other value, e.g. CGRT_MLA_SPLIT=mma, keeps
+     * cgrt_mla_split_m64. */
+    if (!e || !*e) e = p->s.m64 ? "wgmma" : CGRT_MLA_DEFAULT_M16_SPLIT;
     if (e && !strcmp(e, "ts32") && !p->s.m64) {
       split_name = "cgrt_mla_split_m16_ts32";
       p->s.smem = CGRT_MLA_M16_TS32_SMEM;
     } else if (e && !strcmp(e, "m64ts32") && p->s.m64) {
       split_name = "cgrt_mla_split_m64_ts32";
       p->s.smem = CGRT_MLA_M64_TS32_SMEM;
+    } else if (e && (!strcmp(e, "wgmma") || !strcmp(e, "wgmma2s4")) && p->s.m64) {
+      /* kernels/mla_decode_wgmma.cu (sm_90a wgmma; mma.sync fallback in the PTX): 2
+       * warpgroups (256 threads, so rows <= 256 fuse the schedule), 1 CTA/SM. wgmma (the
+       * m64 default): S, softmax, P.V per 32-token stage, 3 stages; wgmma2s4 (A/B):
+       * next stage's S overlaps the softmax, 4 stages. Shared memory:
+       * Layout<stages>::kBytes there (static_assert). */
+      const int s4 = !strcmp(e, "wgmma2s4");
+      split_name = s4 ? "cgrt_mla_split_m64_wgmma2s4" : "cgrt_mla_split_m64_wgmma";
+      p->s.threads = 256;
+      p->s.smem = s4 ? 231980 : 196140;
     } else if (e && !strcmp(e, "auto") && !p->s.m64) {
       /* Per CTA: ranges of <= alt_max tiles take the 2 x 32 pipeline, longer ones the
        * m16 default; the dynamic shared memory of the larger layout. */
@@ -163,14 +182,47 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->fuse = !(e && !strcmp(e, "0"));
     e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
     if (e && atoi(e) > 0) p->min_tiles = atoi(e);
+    e = getenv("CGRT_MLA_ALIGN"); /* 0 | 1: ranges in use rounded down to a multiple of rows */
+    p->align = e && *e ? !strcmp(e, "1") : CGRT_MLA_DEFAULT_ALIGN;
+    e = getenv("CGRT_MLA_FINISH"); /* n: steps of <= n rows merge inside the split kernel */
+    p->finish = e && atoi(e) > 0 ? atoi(e) : CGRT_MLA_DEFAULT_FINISH_ROWS;
+    e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
+    p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
   }
+  {
+    /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
+     * (kernels/mla_decode.cu) only. */
+    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16") ||
+                    !strcmp(split_name, "cgrt_mla_split_m64");
+    const int ours = own || !strcmp(split_name, "cgrt_mla_split_m16_ts32") ||
+                     !strcmp(split_name, "cgrt_mla_split_m64_ts32") || !strcmp(split_name, "cgrt_mla_split_m16_s3");
+    if (!ours) p->align = 0;
+    /* CGRT_MLA_FINISH=n: steps of <= n rows run cgrt_mla_split_m16_fin / _m64_fin, which
+     * merge the partials themselves (no combine kernel; counters for both strategies).
+     * Their counters sit in the lane's block after 4 of their own: needs max_rows x
+     * (q_heads - groups) >= 4. */
+    if (!own || (long long)p->max_rows * (p->q_heads - p->s.groups) < 4) p->finish = 0;
+    p->fin_smem = p->s.m64 ? CGRT_MLA_M64_SMEM
+                           : (CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM);
+  }
+  if (p->noop == 1) split_name = "cgrt_mla_noop_split";
   p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
-      (st = cgrt__runtime_function(rt, p->wide ? "cgrt_mla_combine_wide" : "cgrt_mla_combine",
-                                   &p->f_comb))) {
+      (st = cgrt__runtime_function(rt, p->noop ? "cgrt_mla_noop_combine"
+                                               : p->wide ? "cgrt_mla_combine_wide" : "cgrt_mla_combine",
+                                   &p->f_comb)) ||
+      (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
+                                                 : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
+                                                 &p->f_fin)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
+  }
+  if (p->finish) {
+    st = CGRT__CU(rt->drv, cuFuncSetAttribute,
+                  (p->f_fin, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->fin_smem),
+                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the _fin split kernel's shared memory");
+    if (st) goto fail;
   }
   st = CGRT__CU(rt->drv, cuFuncSetAttribute,
                 (p->f_split, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->s.smem),
@@ -205,7 +257,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (splits > (size_t)(2 * rt->sm_count)) splits = (size_t)(2 * rt->sm_count);
     p->fixed_split_bytes = (size_t)p->max_rows * p->q_heads * splits * (CGRT_MLA_DV + 1) * 4;
   }
-  if (o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+  if (o.combine == CGRT_MLA_COMBINE_COUNTERS || p->finish) {
     /* Counter r * groups + g of row r, head group g; one block of max_rows * q_heads
      * counters per lane so that lanes on different streams never share a counter. */
     p->counter_offset = (size_t)o.lane * p->max_rows * p->q_heads;
@@ -254,9 +306,12 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->head_groups = p->s.groups;
   info->splits = p->s.parts;
   info->workspace_bytes = p->workspace_bytes;
-  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
+  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->finish ? p->counter_bytes : 0;
   info->fixed_split_bytes = p->fixed_split_bytes;
-  info->split_kernel = p->split_name;
+  /* The kernel of a full step (a step of <= finish rows runs the _fin kernel). */
+  info->split_kernel = p->finish >= p->max_rows && p->noop != 1
+                           ? (p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin")
+                           : p->split_name;
   return CGRT_SUCCESS;
 }
 
@@ -295,8 +350,10 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     cgrt__error_prefix("cgrt_mla_decode");
     return st;
   }
+  /* Steps of <= finish rows: the _fin kernel, which merges in the kernel. */
+  const int fin = p->finish > 0 && a->num_rows <= p->finish;
   CUdeviceptr counters = 0;
-  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS || fin) {
     size_t bytes = 0;
     st = cgrt_counters_get(rt, &counters, &bytes);
     if (st) {
@@ -311,7 +368,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   }
 
   int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = p->s.parts;
-  int min_tiles = p->min_tiles, qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
+  int min_tiles = p->align ? -p->min_tiles : p->min_tiles, qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
   int ps = p->o.page_size, alt_max = p->alt_max;
   float scale = a->softmax_scale;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
@@ -347,14 +404,14 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)p->s.threads;
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)p->s.smem;
+  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : p->s.smem);
   cfg.hStream = stream;
   cfg.attrs = p->pdl ? &attr : NULL;
   cfg.numAttrs = p->pdl ? 1 : 0;
-  r = drv->cuLaunchKernelEx(&cfg, p->f_split, split_args, NULL);
+  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : p->f_split, split_args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
-  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
+  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE && !fin) {
     /* Grid (q_heads, rows, nz): nz column slices per (row, head) so that short batches,
      * whose few rows carry many partials, still spread over the SMs. */
     const long long rh = (long long)rows * qh;

@@ -41,7 +41,8 @@ static cgrt_runtime *rt;
 // Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
-                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS"}) unsetenv(k);
+                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS", "CGRT_MLA_FINISH",
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -112,7 +113,7 @@ int main(int argc, char **argv) {
     d->cuMemFree(b);
   }
 
-  std::vector<std::array<int, 3>> shapes = {{1, 16, 8192},   {32, 16, 8192},  {64, 16, 8192},   {128, 16, 8192},
+  std::vector<std::array<int, 3>> shapes = {{1, 16, 8192},   {4, 16, 8192},    {32, 16, 8192},  {64, 16, 8192},   {128, 16, 8192},
                                             {64, 16, 32768},  {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096},
                                             {128, 16, 32768}};
   if (smoke) shapes = {{1, 16, 256}, {32, 16, 128}, {2, 128, 128}};
@@ -172,6 +173,7 @@ int main(int argc, char **argv) {
     std::vector<int> lv(batch, ctx);
     CU(d->cuMemAlloc(&lens, batch * 4));
     CU(d->cuMemcpyHtoD(lens, lv.data(), batch * 4));
+    CU(d->cuCtxSynchronize());  // the inputs have landed before any launch
     CU(d->cuMemAlloc(&out, (size_t)batch * heads * 512 * 2));
     CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
     // One measurement: plan created under the variant's environment knobs.
@@ -275,32 +277,29 @@ int main(int argc, char **argv) {
       };
       std::vector<V> vs;
       vs.push_back({"default", W, nullptr, nullptr, {}, {}});
-      if (heads <= 32) {
-        vs.push_back({"ts32", W, "CGRT_MLA_SPLIT=ts32", nullptr, {}, {}});
-        vs.push_back({"auto", W, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
-        vs.push_back({"s3", W, "CGRT_MLA_SPLIT=s3", nullptr, {}, {}});
-        vs.push_back({"s16", W, "CGRT_MLA_SPLIT=s16", nullptr, {}, {}});
-      }
-      vs.push_back({"wide", W, "CGRT_MLA_COMB=wide", nullptr, {}, {}});
-      vs.push_back({"narrow", W, "CGRT_MLA_COMB=narrow", nullptr, {}, {}});
-      if (heads <= 32) {
-        vs.push_back({"auto_wide", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide", nullptr, {}, {}});
-        vs.push_back({"s3_wide", W, "CGRT_MLA_SPLIT=s3 CGRT_MLA_COMB=wide", nullptr, {}, {}});
-        if (batch >= 32) {
-          // Twice as many ranges as fit at once: the block scheduler balances the tail.
-          vs.push_back({"auto_wide_p2x", W, heads == 16 ? "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_PARTS=528"
-                                                        : "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_PARTS=264",
-                        nullptr, {}, {}});
-        }
-      }
-      if (batch == 1) {
-        vs.push_back({"wide_mt2", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"wide_mt3", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
-        vs.push_back({"wide_mt1", W, "CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
-        vs.push_back({"mt3", W, "CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
-        vs.push_back({"auto_wide_mt1", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
-        vs.push_back({"auto_wide_mt2", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_COMB=wide CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"pdl_wide", W, "CGRT_MLA_PDL=1 CGRT_MLA_COMB=wide", nullptr, {}, {}});
+      // Fourth pass: the floor (kernels that return at once: same graph nodes; and one
+      // node as the in-kernel merge has; NOOP=2: the combine only, so the split kernel's
+      // own time), the in-kernel merge (FINISH=n: steps of <= n rows), row-aligned
+      // ranges (ALIGN, default on since the fourth pass).
+      vs.push_back({"noalign", W, "CGRT_MLA_ALIGN=0", nullptr, {}, {}});
+      vs.push_back({"noop", W, "CGRT_MLA_NOOP=1", nullptr, {}, {}});
+      vs.push_back({"noop_fin", W, "CGRT_MLA_NOOP=1 CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
+      if (batch <= 64) vs.push_back({"fin", W, "CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
+      if (heads <= 32 && batch >= 32 && batch <= 64)
+        vs.push_back({"align_s16", W, "CGRT_MLA_ALT_MAX=0", nullptr, {}, {}});
+      vs.push_back({"counters", C, nullptr, nullptr, {}, {}});
+      // Fifth pass: 64 query heads per CTA run cgrt_mla_split_m64_wgmma by default; "mma"
+      // is the previous mma.sync kernel (cgrt_mla_split_m64).
+      if (heads >= 48) vs.push_back({"mma", W, "CGRT_MLA_SPLIT=mma", nullptr, {}, {}});
+      if (batch <= 4) {
+        vs.push_back({"fin4", W, "CGRT_MLA_FINISH=4", nullptr, {}, {}});
+        vs.push_back({"fin_mt1", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
+        vs.push_back({"fin_mt2", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"fin_mt8", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=8", nullptr, {}, {}});
+        vs.push_back({"fin_cnt", C, "CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
+        vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
+        vs.push_back({"nocomb_mt2", W, "CGRT_MLA_NOOP=2 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
       }
       for (V &v : vs) {
         cgrt_mla_options o;

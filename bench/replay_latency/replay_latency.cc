@@ -368,10 +368,12 @@ int main(int argc, char **argv) {
         std::vector<float> zero(64, 0.0f), a(64), b(64);
         CHECK_CU(d->cuStreamSynchronize(B.stream));
         CHECK_CU(d->cuMemcpyHtoD(S.bufs[0][n], zero.data(), 256));
+        CHECK_CU(d->cuCtxSynchronize());  // landed before the next launch on B.stream
         CHECK_ST(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, nullptr, 0));
         CHECK_CU(d->cuStreamSynchronize(B.stream));
         CHECK_CU(d->cuMemcpyDtoH(a.data(), S.bufs[0][n], 256));
         CHECK_CU(d->cuMemcpyHtoD(S.bufs[0][n], zero.data(), 256));
+        CHECK_CU(d->cuCtxSynchronize());  // landed before the next launch on B.stream
         launch_chain(&S, B.stream, S.bufs[0].data());
         CHECK_CU(d->cuStreamSynchronize(B.stream));
         CHECK_CU(d->cuMemcpyDtoH(b.data(), S.bufs[0][n], 256));
@@ -429,10 +431,12 @@ int main(int argc, char **argv) {
           auto all1 = bindings_for(S, n + 1, 1);
           CHECK_CU(d->cuStreamSynchronize(B.stream));
           CHECK_CU(d->cuMemcpyHtoD(S.bufs[1][n], zero.data(), 256));
+        CHECK_CU(d->cuCtxSynchronize());  // landed before the next launch on B.stream
           CHECK_ST(cgrt_graphs_step(dset, CGRT_GRAPH_DECODE, 1, all1.data(), all1.size()));
           CHECK_CU(d->cuStreamSynchronize(B.stream));
           CHECK_CU(d->cuMemcpyDtoH(a.data(), S.bufs[1][n], 256));
           CHECK_CU(d->cuMemcpyHtoD(S.bufs[1][n], zero.data(), 256));
+        CHECK_CU(d->cuCtxSynchronize());  // landed before the next launch on B.stream
           launch_chain(&S, B.stream, S.bufs[1].data());
           CHECK_CU(d->cuStreamSynchronize(B.stream));
           CHECK_CU(d->cuMemcpyDtoH(b.data(), S.bufs[1][n], 256));

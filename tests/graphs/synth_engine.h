@@ -216,8 +216,13 @@ struct Engine {
 
   // ---- host data ----------------------------------------------------------------------
   template <typename T>
-  void put(CUdeviceptr p, const std::vector<T> &v) {
-    ASSERT_EQ(drv->cuMemcpyHtoD(p, v.data(), v.size() * sizeof(T)), CUDA_SUCCESS);
+  void put(CUdeviceptr p, const std::vector<T> &v) { upload(p, v.data(), v.size() * sizeof(T)); }
+  // A host-to-device copy that has landed on return. cuMemcpyHtoD from pageable memory
+  // returns once the data is staged, and its DMA is ordered on the legacy stream only: a
+  // graph launched at once on a non-blocking stream could read the old contents.
+  void upload(CUdeviceptr p, const void *src, size_t bytes) {
+    ASSERT_EQ(drv->cuMemcpyHtoD(p, src, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
   }
   template <typename T>
   std::vector<T> get(CUdeviceptr p, size_t n) {

@@ -1,195 +1,12 @@
 // MLA decode tests through the public API, against an independent fp32 host reference.
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <random>
-#include <string>
-#include <vector>
-
-#include "cgrt/cgrt_mla.h"
-#include "runtime/runtime_internal.h"
-#include "tests/common/test_util.h"
+#include "tests/mla/mla_harness.h"
 
 namespace {
 
-constexpr int D = 576, DV = 512;
+using namespace mla_test;
 
-uint16_t f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-float bf2f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+class Mla : public Harness {};
 
-struct Case {
-  int reqs = 4, block_len = 1, heads = 16, dcp = 1, page_size = 64;
-  std::vector<int> lens;  // per request
-  cgrt_mla_combine combine = CGRT_MLA_COMBINE_WORKSPACE;
-  long long page_base = 0;  // first KV page used (64-bit addressing test)
-  int launches = 2;         // launches per check (counters must come back to 0)
-};
-
-class Mla : public ::testing::Test {
- protected:
-  void SetUp() override {
-    rt_ = cgrt_test::make_runtime();
-    ASSERT_NE(rt_, nullptr);
-    emulated_ = cgrt_test::is_emulated(rt_);
-  }
-  void TearDown() override {
-    for (CUdeviceptr p : allocs_) rt_->drv->cuMemFree(p);
-    if (rt_) cgrt_runtime_destroy(rt_);
-  }
-  CUdeviceptr alloc(size_t bytes) {
-    CUdeviceptr p = 0;
-    EXPECT_EQ(rt_->drv->cuMemAlloc(&p, bytes), CUDA_SUCCESS) << bytes << " bytes";
-    allocs_.push_back(p);
-    return p;
-  }
-  void upload(CUdeviceptr dst, const void *src, size_t bytes) {
-    ASSERT_EQ(rt_->drv->cuMemcpyHtoD(dst, src, bytes), CUDA_SUCCESS);
-  }
-  void download(void *dst, CUdeviceptr src, size_t bytes) {
-    ASSERT_EQ(rt_->drv->cuMemcpyDtoH(dst, src, bytes), CUDA_SUCCESS);
-  }
-
-  // Runs one case end to end and checks it against the host reference.
-  void check(const Case &c, const char *what) {
-    SCOPED_TRACE(what);
-    std::mt19937 rng(12345 + c.heads * 7 + c.page_size + (int)c.combine);
-    std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    const int rows = c.reqs * c.block_len, qh = c.heads * c.dcp;
-    int maxlen = 1;
-    for (int l : c.lens) maxlen = std::max(maxlen, l);
-    const int mbps = (maxlen + c.page_size - 1) / c.page_size;
-
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = c.reqs;
-    o.block_len = c.block_len;
-    o.heads = c.heads;
-    o.dcp_world_size = c.dcp;
-    o.page_size = c.page_size;
-    o.max_model_len = maxlen;
-    o.max_blocks_per_seq = mbps;
-    o.combine = c.combine;
-    cgrt_mla_plan *plan = nullptr;
-    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
-
-    // Inputs: random bf16 Q and used KV pages; block table = shuffled pages.
-    const long long used = (long long)c.reqs * mbps;
-    std::vector<uint16_t> q((size_t)rows * qh * D), kv((size_t)used * c.page_size * D);
-    for (auto &x : q) x = f2bf(uni(rng));
-    for (auto &x : kv) x = f2bf(uni(rng));
-    std::vector<int> bt(used);
-    for (long long i = 0; i < used; i++) bt[i] = (int)(c.page_base + i);
-    std::shuffle(bt.begin(), bt.end(), rng);
-    const size_t page_bytes = (size_t)c.page_size * D * 2;
-    CUdeviceptr d_kv = alloc((size_t)(c.page_base + used) * page_bytes);
-    CUdeviceptr d_q = alloc(q.size() * 2), d_bt = alloc(bt.size() * 4), d_len = alloc(c.reqs * 4);
-    CUdeviceptr d_out = alloc((size_t)rows * qh * DV * 2), d_lse = alloc((size_t)rows * qh * 4);
-    upload(d_kv + (size_t)c.page_base * page_bytes, kv.data(), kv.size() * 2);
-    upload(d_q, q.data(), q.size() * 2);
-    upload(d_bt, bt.data(), bt.size() * 4);
-    upload(d_len, c.lens.data(), c.reqs * 4);
-    std::vector<uint16_t> poison((size_t)rows * qh * DV, 0x7fc1);  // NaN
-    upload(d_out, poison.data(), poison.size() * 2);
-    std::vector<float> lpoison((size_t)rows * qh, NAN);
-    upload(d_lse, lpoison.data(), lpoison.size() * 4);
-
-    cgrt_mla_args a{};
-    a.size = sizeof a;
-    a.q = d_q;
-    a.kv_cache = d_kv;
-    a.block_table = d_bt;
-    a.seq_lens = d_len;
-    a.out = d_out;
-    a.lse = d_lse;
-    a.num_rows = rows;
-    a.softmax_scale = 1.f / std::sqrt(192.f);
-    for (int i = 0; i < c.launches; i++) {
-      CGRT_ASSERT_OK(cgrt_mla_decode(plan, nullptr, &a));
-      CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
-      CGRT_ASSERT_OK(cgrt_counters_verify(rt_));
-    }
-    std::vector<uint16_t> out((size_t)rows * qh * DV);
-    std::vector<float> lse((size_t)rows * qh);
-    download(out.data(), d_out, out.size() * 2);
-    download(lse.data(), d_lse, lse.size() * 4);
-
-    // Host fp32 reference, full context per row.
-    double num = 0, den = 0, max_dlse = 0;
-    std::vector<float> sc, acc(DV), qf(D);
-    for (int r = 0; r < rows; r++) {
-      const int len = std::max(0, c.lens[r / c.block_len]);
-      const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
-      for (int h = 0; h < qh; h++) {
-        const size_t oi = ((size_t)r * qh + h) * DV;
-        if (len == 0) {
-          for (int i = 0; i < DV; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
-          ASSERT_TRUE(std::isinf(lse[(size_t)r * qh + h]) && lse[(size_t)r * qh + h] < 0);
-          continue;
-        }
-        for (int i = 0; i < D; i++) qf[i] = bf2f(q[((size_t)r * qh + h) * D + i]);
-        sc.resize(len);
-        float mx = -INFINITY;
-        for (int t = 0; t < len; t++) {
-          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
-                                           t % c.page_size) * D;
-          float s = 0;
-          for (int i = 0; i < D; i++) s += qf[i] * bf2f(k[i]);
-          sc[t] = s * a.softmax_scale;
-          mx = std::max(mx, sc[t]);
-        }
-        double sum = 0;
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int t = 0; t < len; t++) {
-          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
-                                           t % c.page_size) * D;
-          const float w = std::exp(sc[t] - mx);
-          sum += w;
-          for (int i = 0; i < DV; i++) acc[i] += w * bf2f(k[i]);
-        }
-        for (int i = 0; i < DV; i++) {
-          const float ref = (float)(acc[i] / sum), got = bf2f(out[oi + i]);
-          ASSERT_TRUE(std::isfinite(got)) << "row " << r << " head " << h << " col " << i;
-          num += (double)(got - ref) * (got - ref);
-          den += (double)ref * ref;
-        }
-        max_dlse = std::max(max_dlse, std::fabs(lse[(size_t)r * qh + h] - (mx + std::log(sum))));
-      }
-    }
-    const double rel = den > 0 ? std::sqrt(num / den) : 0.0;
-    EXPECT_LT(rel, 1e-2) << "relative L2 error of the output";
-    EXPECT_LT(max_dlse, 1e-2) << "LSE error";
-    cgrt_mla_plan_destroy(plan);
-  }
-
-  std::vector<int> mixed(int n, int maxlen, std::mt19937 &rng, bool pads) {
-    std::vector<int> v(n);
-    for (int i = 0; i < n; i++) {
-      const int k = (int)(rng() % 5);
-      v[i] = k == 0 ? 1 + (int)(rng() % 40) : k == 1 ? maxlen : 1 + (int)(rng() % maxlen);
-      if (pads && rng() % 4 == 0) v[i] = 0;
-    }
-    v[0] = maxlen;
-    return v;
-  }
-
-  cgrt_runtime *rt_ = nullptr;
-  bool emulated_ = false;
-  std::vector<CUdeviceptr> allocs_;
-};
-
-const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};
 
 TEST_F(Mla, HeadCountsBothStrategies) {
   std::mt19937 rng(7);
@@ -303,6 +120,94 @@ TEST_F(Mla, KvCachePast2To31Elements) {
     c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
     c.combine = cb;
     check(c, "64-bit offsets");
+  }
+}
+
+// Sets one environment knob of kernels/mla_plan.c for a scope (plans read them at
+// creation) and puts the previous value back.
+class EnvKnob {
+ public:
+  EnvKnob(const char *name, const char *value) : name_(name) {
+    const char *old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~EnvKnob() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// CGRT_MLA_FINISH=n: steps of <= n rows run the _fin split kernel, which merges the
+// partials itself (tickets and done counts in the counter buffer, back at zero after
+// every launch; no combine kernel), for both strategies; CGRT_MLA_ALIGN=0|1: ranges in
+// use a multiple of rows (default on). Same results as the default path (padding rows,
+// block rows, DCP, page sizes, m16 and m64, fused and separate schedule).
+TEST_F(Mla, FinishInKernelMergeAndAlign) {
+  std::mt19937 rng(31);
+  for (int knob = 0; knob < 3; knob++) {
+    EnvKnob fin("CGRT_MLA_FINISH", knob != 1 ? "1000000" : "0");
+    EnvKnob al("CGRT_MLA_ALIGN", knob == 2 ? "1" : "0");
+    for (cgrt_mla_combine cb : kBoth) {
+      const std::string tag = std::string(knob == 0 ? "finish" : knob == 1 ? "no align" : "finish+align") +
+                              (cb ? " counters" : " workspace");
+      if (knob != 1) {
+        cgrt_mla_options o;
+        cgrt_mla_options_init(&o);
+        o.max_num_seqs = 4;
+        o.heads = 16;
+        o.max_model_len = 4096;
+        o.combine = cb;
+        cgrt_mla_plan *p = nullptr;
+        CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+        cgrt_mla_plan_info info{};
+        info.size = sizeof info;
+        CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+        EXPECT_STREQ(info.split_kernel, "cgrt_mla_split_m16_fin") << tag;
+        EXPECT_GT(info.counter_bytes, 0u) << tag;
+        cgrt_mla_plan_destroy(p);
+      }
+      Case c;
+      c.combine = cb;
+      c.launches = 3;
+      c.reqs = 1;
+      c.lens = {emulated_ ? 700 : 8192};
+      check(c, (tag + ": one long row").c_str());
+      c.reqs = emulated_ ? 6 : 32;
+      c.lens.assign(c.reqs, emulated_ ? 96 : 512);
+      check(c, (tag + ": equal rows").c_str());
+      c.lens = mixed(c.reqs, emulated_ ? 300 : 800, rng, true);
+      c.page_size = 16;
+      check(c, (tag + ": mixed rows with padding, page 16").c_str());
+      c.reqs = 3;
+      c.block_len = 2;
+      c.page_size = 32;
+      c.lens = {70, 0, emulated_ ? 260 : 3000};
+      check(c, (tag + ": block rows").c_str());
+      c.block_len = 1;
+      c.heads = 64;
+      c.lens = {emulated_ ? 200 : 2000, 1, 0};
+      check(c, (tag + ": 64 heads").c_str());
+      c.heads = 16;
+      c.dcp = 2;
+      c.lens = {90, 0, 257};
+      check(c, (tag + ": dcp 2").c_str());
+      c.dcp = 1;
+      c.heads = 1;
+      c.lens = {33, 400, 0};
+      check(c, (tag + ": 1 head").c_str());
+      if (!emulated_) {
+        c.heads = 16;
+        c.reqs = 200;  // rows > block size: the schedule kernel runs first
+        c.lens = mixed(c.reqs, 130, rng, true);
+        check(c, (tag + ": 200 rows").c_str());
+      }
+    }
   }
 }
 

@@ -1,0 +1,394 @@
+// MLA decode split kernel for 64 query heads per CTA on wgmma (sm_90a):
+// cgrt_mla_split_m64_wgmma, same parameters, schedule, ranges, partial slots and
+// last-CTA counter merge as cgrt_mla_split_m64 (kernels/mla_decode.cu), so the schedule
+// and combine kernels and the C reference (kernels/mla_decode_ref.c) serve both.
+// Host side: kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma).
+//
+// CTA = 2 warpgroups (256 threads), 1 CTA per SM. Per row segment, Q (64 heads x 576)
+// sits in shared memory; KV tiles of 32 tokens stream through a 3-stage cp.async
+// pipeline. Per stage, warpgroup w computes S_w = Q . K[16w .. 16w+15]^T (wgmma
+// m64n16k16 x 36, no S exchange), the two warpgroups swap only their 64 row maxima,
+// write P (bf16) to shared memory, and each accumulates O[:, 256w .. 256w+255] +=
+// P . V (wgmma m64n256k16 x 2, V = the first 512 columns of the same stage, MN-major).
+// Shared-memory layouts and the wgmma / mma.sync building blocks: kernels/mla_wgmma.cuh.
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "kernels/mla_common.cuh"
+#include "kernels/mla_split.cuh"
+#include "kernels/mla_wgmma.cuh"
+
+typedef __nv_bfloat16 bf16;
+
+namespace {
+
+using namespace cgrt_wg;
+using cgrt_mla::ex2;
+using cgrt_mla::pack_bf16;
+using cgrt_mla::part_of;
+
+constexpr int D = CGRT_MLA_D;   // 576
+constexpr int DV = CGRT_MLA_DV; // 512
+constexpr int TN = CGRT_MLA_TILE;
+constexpr int NT = 256;         // threads
+constexpr int CHUNKS = D / 8;   // 16-byte chunks per token
+// Dynamic shared memory: [alignment slack], Q, STAGES KV stages, P, then the small
+// arrays (row maxima / sums of both warpgroups, fused schedule, flags).
+constexpr int SMALL_BYTES = 2 * 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
+template <int STAGES>
+struct Layout {
+  // Four stages fit only without the 1 KB slack: they rely on the 1024-byte alignment
+  // of the dynamic shared memory (no static shared memory in these kernels).
+  static constexpr int kSlack = STAGES >= 4 ? 0 : 1024;
+  static constexpr int kBytes = kSlack + kQBytes + STAGES * kStageBytes + kPBytes + SMALL_BYTES;
+};
+static_assert(Layout<3>::kBytes == 196140, "kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma) passes 196140");
+static_assert(Layout<4>::kBytes == 231980, "kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma2s4) passes 231980");
+static_assert(Layout<4>::kBytes <= 227 * 1024, "fits one CTA");
+
+template <int V2, int STAGES, int LU>
+__device__ __forceinline__ void split_m64_wgmma(
+    const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,
+    const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse, float *__restrict__ part_o,
+    float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows, int qh, int hg, int P, int mbps,
+    int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  if (Layout<STAGES>::kSlack == 0 && shift != 0) __trap(); // never seen: the base is 1024-aligned
+  unsigned char *sm = smem_raw + shift;
+  const uint32_t s_q = smem_addr(sm);
+  const uint32_t s_kv = s_q + kQBytes;
+  const uint32_t s_p = s_kv + STAGES * kStageBytes;
+  float *s_red = reinterpret_cast<float *>(sm + kQBytes + STAGES * kStageBytes + kPBytes); // [2][64]
+  int *s_meta = reinterpret_cast<int *>(s_red + 128);                                      // 2 NT + 2
+  int *s_wsum = s_meta + 2 * NT + 2;                                                       // NT / 32
+  int *s_last = s_wsum + NT / 32;
+
+  // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = tid >> 7, wi = warp & 3;
+  const int gq = lane >> 2, t4 = lane & 3;
+  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+
+  // Fused schedule (seq_lens != nullptr, rows <= NT): as in cgrt_mla_split_m64.
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  const int *row_len = mb;
+  const int *ts = mb + rows;
+  const int h_begin = g * hg;
+  const int h_end = min(h_begin + hg, qh);
+  const float sl2 = scale * 1.4426950408889634f;
+  const int ps_shift = __ffs(ps) - 1;
+
+  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
+
+  const int T = ts[rows];
+  const int Pe = mb[2 * rows + 1];
+  if (T == 0 || p >= Pe) return;
+  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
+  const int lo = cgrt_mla::first_row(ts, rows, b0);
+
+  // Accumulator rows of this thread: tile rows 16 wi + gq and + 8.
+  const int tr0 = 16 * wi + gq, tr1 = tr0 + 8;
+  const int hrow0 = h_begin + tr0, hrow1 = h_begin + tr1;
+  const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
+
+  for (int r = lo, t = b0; t < b1; r++) {
+    const int rs = ts[r], re = ts[r + 1];
+    if (re <= t) continue;
+    const int ja = t - rs, jb = min(re, b1) - rs;
+    const int len = row_len[r];
+    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
+    t = rs + jb;
+    // Stages [ja, ja + n) of 32 tokens, the last one holding a token below len.
+    const int n = (min(jb * TN, len) + kTS - 1) / kTS - ja;
+    const int *btr = bt + (long long)(r / bl) * mbps;
+
+    // A 32-token stage spans at most two pages (page size >= 16): the pages of tokens
+    // 0-15 and 16-31 of tile j (looked up ahead of the copies by the V2 pipeline).
+    auto fetch_pages = [&](int j, long long &pg0, long long &pg1) {
+      const int tb = j * kTS;
+      pg0 = __ldg(btr + (tb >> ps_shift));
+      pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
+    };
+    auto load_tile_pg = [&](int j, int stage, long long pg0, long long pg1) {
+      const uint32_t dst = s_kv + stage * kStageBytes;
+      const int tb = j * kTS;
+      const bf16 *base0 = kv + (pg0 * ps + (tb & (ps - 1))) * D;
+      const bf16 *base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
+      auto copy = [&](int i) {
+        const int id = tid + i * NT;
+        const int tok = id / CHUNKS, ch = id - tok * CHUNKS;
+        const bool ok = tb + tok < len;
+        const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
+        cp_async16(dst + (ch >> 3) * kKBlock + swz(tok, ch & 7), ok ? src + ch * 8 : kv, ok ? 16 : 0);
+      };
+      // LU = 1: unrolled (per-thread offsets hoisted, more registers), else a loop.
+      if (LU) {
+#pragma unroll
+        for (int i = 0; i < kTS * CHUNKS / NT; i++) copy(i);
+      } else {
+#pragma unroll 1
+        for (int i = 0; i < kTS * CHUNKS / NT; i++) copy(i);
+      }
+    };
+    auto load_tile = [&](int j, int stage) {
+      long long pg0, pg1;
+      fetch_pages(j, pg0, pg1);
+      load_tile_pg(j, stage, pg0, pg1);
+    };
+    static_assert(kTS * CHUNKS % NT == 0 && 64 * CHUNKS % NT == 0, "copy split");
+
+    // Q of the 64 heads (rows past h_end zero), in the first commit group.
+    {
+      const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
+#pragma unroll
+      for (int i = 0; i < 64 * CHUNKS / NT; i++) {
+        const int id = tid + i * NT;
+        const int hr = id / CHUNKS, ch = id - hr * CHUNKS;
+        const bool ok = h_begin + hr < h_end;
+        cp_async16(s_q + (ch >> 3) * kQBlock + swz(hr, ch & 7), ok ? qr + (long long)hr * D + ch * 8 : q,
+                   ok ? 16 : 0);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+      if (s < n) load_tile(ja + s, s);
+      cp_commit();
+    }
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.f;
+    fence_regs(o); // zeroed before any wgmma is issued
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+    // Online softmax of stage it: part 1 scales S(it) (this warpgroup's 16 tokens, log2
+    // domain), masks tokens past len and takes the row maxima of this half; part 2
+    // swaps them with the other warpgroup (bar 1; then mid()), rescales O and l and
+    // writes P(it) (bf16) to shared memory, visible to both warpgroups after bar 2.
+    // O must not be in flight in part 2.
+    auto softmax1 = [&](float (&s)[8], int it, float &mx0, float &mx1) {
+      const int tok0 = (ja + it) * kTS + wg * 16 + 2 * t4;
+      mx0 = -INFINITY;
+      mx1 = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const bool ok = tok0 + 8 * j + e < len;
+          s[4 * j + e] = ok ? s[4 * j + e] * sl2 : -INFINITY;
+          s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+          mx0 = fmaxf(mx0, s[4 * j + e]);
+          mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+        }
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    };
+    auto softmax2 = [&](float (&s)[8], float mx0, float mx1, auto &&mid) {
+      // Tokens 0-15 of a stage always hold one below len: the merged maximum is finite.
+      if (t4 == 0) {
+        s_red[wg * 64 + tr0] = mx0;
+        s_red[wg * 64 + tr1] = mx1;
+      }
+      bar_named(1, NT);
+      mx0 = fmaxf(mx0, s_red[(wg ^ 1) * 64 + tr0]);
+      mx1 = fmaxf(mx1, s_red[(wg ^ 1) * 64 + tr1]);
+      mid();
+      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
+      m0 = mn0;
+      m1 = mn1;
+      float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        s[4 * j + 0] = ex2(s[4 * j + 0] - mn0);
+        s[4 * j + 1] = ex2(s[4 * j + 1] - mn0);
+        s[4 * j + 2] = ex2(s[4 * j + 2] - mn1);
+        s[4 * j + 3] = ex2(s[4 * j + 3] - mn1);
+        rs0 += s[4 * j + 0] + s[4 * j + 1];
+        rs1 += s[4 * j + 2] + s[4 * j + 3];
+      }
+      l0 = l0 * al0 + rs0;
+      l1 = l1 * al1 + rs1;
+#pragma unroll
+      for (int j = 0; j < 32; j++) {
+        o[4 * j + 0] *= al0; o[4 * j + 1] *= al0; o[4 * j + 2] *= al1; o[4 * j + 3] *= al1;
+      }
+      // P (bf16) columns 16 wg .. 16 wg + 15 of the 64 x 32 tile.
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const int chunk = wg * 2 + j;
+        st_shared_u32(s_p + swz(tr0, chunk) + 4 * t4, pack_bf16(s[4 * j + 0], s[4 * j + 1]));
+        st_shared_u32(s_p + swz(tr1, chunk) + 4 * t4, pack_bf16(s[4 * j + 2], s[4 * j + 3]));
+      }
+      fence_proxy_async();
+      bar_named(2, NT);
+    };
+
+    if (!V2) {
+      // V1: per stage S, softmax, P.V in turn; loads two stages ahead.
+      for (int it = 0; it < n; it++) {
+        cp_wait<STAGES - 2>();
+        fence_proxy_async();
+        __syncthreads(); // stage it landed for all; every warpgroup is done with stage it - 1
+        const uint32_t sk = s_kv + (it % STAGES) * kStageBytes;
+        float s[8];
+        mma_qk_issue(s, s_q, sk + wg * 16 * 128);
+        {
+          // Refill stage it - 1 while the tensor cores work (its block-table lookups too).
+          const int nx = it + STAGES - 1;
+          if (nx < n) load_tile(ja + nx, nx % STAGES);
+          cp_commit();
+        }
+        mma_qk_wait(s);
+        float mx0, mx1;
+        softmax1(s, it, mx0, mx1);
+        softmax2(s, mx0, mx1, [] {});
+        mma_pv(o, s_p, sk + wg * 4 * kKBlock);
+      }
+    } else {
+      // V2: S(it + 1) is issued before the softmax of stage it, so the tensor cores
+      // work during the softmax; P(it).V is issued after it and waited for at the top of
+      // the next step (with S(it + 1)). Loads run one stage ahead of S (3 stages) or
+      // two (4 stages). Two S accumulators alternate (a register array in flight is
+      // never copied).
+      float sa_[8], sb_[8];
+      long long pn0 = 0, pn1 = 0; // pages of the next tile to load
+      if (STAGES - 1 < n) fetch_pages(ja + STAGES - 1, pn0, pn1);
+      cp_wait<STAGES - 2>();
+      fence_proxy_async();
+      __syncthreads(); // stage 0 (and Q) landed
+      mma_qk_issue(sa_, s_q, s_kv + wg * 16 * 128);
+      // S(it + 1) is issued unconditionally (at it = n - 1 over a stale stage, result
+      // unused): a conditional definition would make the compiler copy accumulators
+      // that are in flight, and ptxas then serializes the wgmma pipeline.
+      auto step = [&](float (&sc)[8], float (&sn)[8], int it) {
+        mma_wait_all(sc); // S(it) and P(it-1).V of this warpgroup done
+        fence_regs(o);
+        cp_wait<STAGES - 3>();
+        fence_proxy_async();
+        __syncthreads(); // stage it + 1 landed; both warpgroups done with stage it - 1 and P
+        mma_qk_issue(sn, s_q, s_kv + ((it + 1) % STAGES) * kStageBytes + wg * 16 * 128);
+        {
+          const int nx = it + STAGES - 1;
+          if (nx < n) {
+            load_tile_pg(ja + nx, nx % STAGES, pn0, pn1);
+            if (nx + 1 < n) fetch_pages(ja + nx + 1, pn0, pn1);
+          }
+          cp_commit();
+        }
+        float mx0, mx1;
+        softmax1(sc, it, mx0, mx1);
+        softmax2(sc, mx0, mx1, [] {});
+        mma_pv_issue(o, s_p, s_kv + (it % STAGES) * kStageBytes + wg * 4 * kKBlock);
+      };
+      int it = 0;
+      for (; it + 1 < n; it += 2) {
+        step(sa_, sb_, it);
+        step(sb_, sa_, it + 1);
+      }
+      if (it < n) step(sa_, sb_, it);
+      mma_wait_all(o);
+      mma_wait_all(sa_);
+      mma_wait_all(sb_);
+    }
+    cp_wait<0>();
+    __syncthreads(); // Q and the stages free for the next segment
+
+    // Row sums: this thread's quad, then the other warpgroup's half of the tokens.
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (t4 == 0) {
+      s_red[wg * 64 + tr0] = l0;
+      s_red[wg * 64 + tr1] = l1;
+    }
+    __syncthreads();
+    l0 += s_red[(wg ^ 1) * 64 + tr0];
+    l1 += s_red[(wg ^ 1) * 64 + tr1];
+    const float i0 = 1.f / l0, i1 = 1.f / l1;
+    const float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
+    const float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
+    const int c0 = wg * 256 + 2 * t4;
+    if (nsplit == 1) {
+      bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + c0;
+      bf16 *o1 = o0 + 8 * DV;
+#pragma unroll
+      for (int j = 0; j < 32; j++) {
+        if (v0) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
+        if (v1) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+      }
+      if (wg == 0 && t4 == 0) {
+        if (v0) lse[(long long)r * qh + hrow0] = lse0;
+        if (v1) lse[(long long)r * qh + hrow1] = lse1;
+      }
+    } else {
+      const long long slot = (long long)r + p;
+      float *o0 = part_o + (slot * qh + hrow0) * DV + c0;
+      float *o1 = o0 + 8 * DV;
+#pragma unroll
+      for (int j = 0; j < 32; j++) {
+        if (v0) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
+        if (v1) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+      }
+      if (wg == 0 && t4 == 0) {
+        if (v0) part_lse[slot * qh + hrow0] = lse0;
+        if (v1) part_lse[slot * qh + hrow1] = lse1;
+      }
+      if (counters != nullptr) {
+        // Last CTA of (row, head group) merges the partials and resets the counter.
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+          unsigned *c = counters + (long long)r * G + g;
+          const unsigned old = atomicAdd(c, 1u);
+          const int last = old == (unsigned)(nsplit - 1);
+          if (last) atomicExch(c, 0u);
+          *s_last = last;
+        }
+        __syncthreads();
+        if (*s_last) {
+          __threadfence();
+          cgrt_mla::combine_heads(part_o, part_lse, out, lse, r, qh, h_begin, h_end, r + pf, nsplit, warp, NT / 32, lane);
+        }
+        __syncthreads();
+      }
+    }
+  }
+}
+
+} // namespace
+
+#define CGRT_WG_PARAMS                                                                                     \
+  const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,                     \
+      const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,                       \
+      float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows,  \
+      int qh, int hg, int P, int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,       \
+      int cap, int min_tiles, int alt_max
+#define CGRT_WG_ARGS \
+  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, seq_lens, cap, min_tiles
+
+// Default for the m64 path (CGRT_MLA_SPLIT=wgmma): S, softmax, P.V in turn per 32-token
+// stage, 3 stages, copy loop unrolled (H200: 1.6x cgrt_mla_split_m64 at 128 heads; the
+// same kernel with the copy loop not unrolled, 36 registers fewer, measured 19% slower).
+extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_m64_wgmma<0, 3, 1>(CGRT_WG_ARGS);
+}
+// A/B only (CGRT_MLA_SPLIT=wgmma2s4): S of the next stage issued before the softmax of
+// this one (tensor cores busy during the softmax), 4 stages (loads two stages ahead of
+// S), copy loop not unrolled (255 registers and ~100 B of spill outside the loop
+// already). Measured on the H200 at the speed of the non-unrolled wgmma kernel, i.e.
+// 17-20% slower than the default; a V2 with the unrolled copies needs fewer registers
+// elsewhere first.
+extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma2s4(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_m64_wgmma<1, 4, 0>(CGRT_WG_ARGS);
+}

@@ -1,0 +1,218 @@
+// Shared fixture of the MLA decode tests (mla_test.cc, mla_wgmma_test.cc): cases run
+// through the public API (include/cgrt/cgrt_mla.h) against an independent fp32 host
+// reference.
+#ifndef CGRT_TESTS_MLA_MLA_HARNESS_H
+#define CGRT_TESTS_MLA_MLA_HARNESS_H
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgrt/cgrt_mla.h"
+#include "runtime/runtime_internal.h"
+#include "tests/common/test_util.h"
+
+namespace mla_test {
+
+constexpr int D = 576, DV = 512;
+
+uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+float bf2f(uint16_t v) {
+  uint32_t u = (uint32_t)v << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Case {
+  int reqs = 4, block_len = 1, heads = 16, dcp = 1, page_size = 64;
+  std::vector<int> lens;  // per request
+  cgrt_mla_combine combine = CGRT_MLA_COMBINE_WORKSPACE;
+  long long page_base = 0;  // first KV page used (64-bit addressing test)
+  int launches = 2;         // launches per check (counters must come back to 0)
+};
+
+// The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
+// CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
+// case through the public API and compares it with an fp32 host reference.
+class Harness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rt_ = cgrt_test::make_runtime();
+    ASSERT_NE(rt_, nullptr);
+    emulated_ = cgrt_test::is_emulated(rt_);
+  }
+  void TearDown() override {
+    if (rt_) {
+      for (CUdeviceptr p : allocs_) rt_->drv->cuMemFree(p);
+      cgrt_runtime_destroy(rt_);
+    }
+    allocs_.clear();
+    rt_ = nullptr;
+  }
+  CUdeviceptr alloc(size_t bytes) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(rt_->drv->cuMemAlloc(&p, bytes), CUDA_SUCCESS) << bytes << " bytes";
+    allocs_.push_back(p);
+    return p;
+  }
+  // Landed on return: cuMemcpyHtoD from pageable memory returns once the data is staged,
+  // ordered on the legacy stream only, and the kernels may run on a non-blocking stream.
+  void upload(CUdeviceptr dst, const void *src, size_t bytes) {
+    ASSERT_EQ(rt_->drv->cuMemcpyHtoD(dst, src, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(rt_->drv->cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+  void download(void *dst, CUdeviceptr src, size_t bytes) {
+    ASSERT_EQ(rt_->drv->cuMemcpyDtoH(dst, src, bytes), CUDA_SUCCESS);
+  }
+
+  // Seed of a case's random inputs (a fixture may pick its own test vectors).
+  virtual unsigned case_seed(const Case &c) const { return 12345u + c.heads * 7 + c.page_size + (int)c.combine; }
+  // Called with each plan before its launches (e.g. to check which kernel it chose).
+  virtual void check_plan(cgrt_mla_plan *) {}
+
+  // Runs one case end to end and checks it against the host reference.
+  void check(const Case &c, const std::string &what) {
+    SCOPED_TRACE(what);
+    std::mt19937 rng(case_seed(c));
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    const int rows = c.reqs * c.block_len, qh = c.heads * c.dcp;
+    int maxlen = 1;
+    for (int l : c.lens) maxlen = std::max(maxlen, l);
+    const int mbps = (maxlen + c.page_size - 1) / c.page_size;
+
+    cgrt_mla_options o;
+    cgrt_mla_options_init(&o);
+    o.max_num_seqs = c.reqs;
+    o.block_len = c.block_len;
+    o.heads = c.heads;
+    o.dcp_world_size = c.dcp;
+    o.page_size = c.page_size;
+    o.max_model_len = maxlen;
+    o.max_blocks_per_seq = mbps;
+    o.combine = c.combine;
+    cgrt_mla_plan *plan = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
+    check_plan(plan);
+
+    // Inputs: random bf16 Q and used KV pages; block table = shuffled pages.
+    const long long used = (long long)c.reqs * mbps;
+    std::vector<uint16_t> q((size_t)rows * qh * D), kv((size_t)used * c.page_size * D);
+    for (auto &x : q) x = f2bf(uni(rng));
+    for (auto &x : kv) x = f2bf(uni(rng));
+    std::vector<int> bt(used);
+    for (long long i = 0; i < used; i++) bt[i] = (int)(c.page_base + i);
+    std::shuffle(bt.begin(), bt.end(), rng);
+    const size_t page_bytes = (size_t)c.page_size * D * 2;
+    CUdeviceptr d_kv = alloc((size_t)(c.page_base + used) * page_bytes);
+    CUdeviceptr d_q = alloc(q.size() * 2), d_bt = alloc(bt.size() * 4), d_len = alloc(c.reqs * 4);
+    CUdeviceptr d_out = alloc((size_t)rows * qh * DV * 2), d_lse = alloc((size_t)rows * qh * 4);
+    upload(d_kv + (size_t)c.page_base * page_bytes, kv.data(), kv.size() * 2);
+    upload(d_q, q.data(), q.size() * 2);
+    upload(d_bt, bt.data(), bt.size() * 4);
+    upload(d_len, c.lens.data(), c.reqs * 4);
+    std::vector<uint16_t> poison((size_t)rows * qh * DV, 0x7fc1);  // NaN
+    upload(d_out, poison.data(), poison.size() * 2);
+    std::vector<float> lpoison((size_t)rows * qh, NAN);
+    upload(d_lse, lpoison.data(), lpoison.size() * 4);
+
+    cgrt_mla_args a{};
+    a.size = sizeof a;
+    a.q = d_q;
+    a.kv_cache = d_kv;
+    a.block_table = d_bt;
+    a.seq_lens = d_len;
+    a.out = d_out;
+    a.lse = d_lse;
+    a.num_rows = rows;
+    a.softmax_scale = 1.f / std::sqrt(192.f);
+    for (int i = 0; i < c.launches; i++) {
+      CGRT_ASSERT_OK(cgrt_mla_decode(plan, nullptr, &a));
+      CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
+      CGRT_ASSERT_OK(cgrt_counters_verify(rt_));
+    }
+    std::vector<uint16_t> out((size_t)rows * qh * DV);
+    std::vector<float> lse((size_t)rows * qh);
+    download(out.data(), d_out, out.size() * 2);
+    download(lse.data(), d_lse, lse.size() * 4);
+
+    // Host fp32 reference, full context per row.
+    double num = 0, den = 0, max_dlse = 0;
+    std::vector<float> sc, acc(DV), qf(D);
+    for (int r = 0; r < rows; r++) {
+      const int len = std::max(0, c.lens[r / c.block_len]);
+      const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
+      for (int h = 0; h < qh; h++) {
+        const size_t oi = ((size_t)r * qh + h) * DV;
+        if (len == 0) {
+          for (int i = 0; i < DV; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
+          ASSERT_TRUE(std::isinf(lse[(size_t)r * qh + h]) && lse[(size_t)r * qh + h] < 0);
+          continue;
+        }
+        for (int i = 0; i < D; i++) qf[i] = bf2f(q[((size_t)r * qh + h) * D + i]);
+        sc.resize(len);
+        float mx = -INFINITY;
+        for (int t = 0; t < len; t++) {
+          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
+                                           t % c.page_size) * D;
+          float s = 0;
+          for (int i = 0; i < D; i++) s += qf[i] * bf2f(k[i]);
+          sc[t] = s * a.softmax_scale;
+          mx = std::max(mx, sc[t]);
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int t = 0; t < len; t++) {
+          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
+                                           t % c.page_size) * D;
+          const float w = std::exp(sc[t] - mx);
+          sum += w;
+          for (int i = 0; i < DV; i++) acc[i] += w * bf2f(k[i]);
+        }
+        for (int i = 0; i < DV; i++) {
+          const float ref = (float)(acc[i] / sum), got = bf2f(out[oi + i]);
+          ASSERT_TRUE(std::isfinite(got)) << "row " << r << " head " << h << " col " << i;
+          num += (double)(got - ref) * (got - ref);
+          den += (double)ref * ref;
+        }
+        max_dlse = std::max(max_dlse, std::fabs(lse[(size_t)r * qh + h] - (mx + std::log(sum))));
+      }
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : 0.0;
+    EXPECT_LT(rel, 1e-2) << "relative L2 error of the output";
+    EXPECT_LT(max_dlse, 1e-2) << "LSE error";
+    cgrt_mla_plan_destroy(plan);
+  }
+
+  std::vector<int> mixed(int n, int maxlen, std::mt19937 &rng, bool pads) {
+    std::vector<int> v(n);
+    for (int i = 0; i < n; i++) {
+      const int k = (int)(rng() % 5);
+      v[i] = k == 0 ? 1 + (int)(rng() % 40) : k == 1 ? maxlen : 1 + (int)(rng() % maxlen);
+      if (pads && rng() % 4 == 0) v[i] = 0;
+    }
+    v[0] = maxlen;
+    return v;
+  }
+
+  cgrt_runtime *rt_ = nullptr;
+  bool emulated_ = false;
+  std::vector<CUdeviceptr> allocs_;
+};
+
+const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};
+
+}  // namespace mla_test
+
+#endif

@@ -1,0 +1,159 @@
+// cgrt_mla_split_m64_wgmma (kernels/mla_decode_wgmma.cu, CGRT_MLA_SPLIT=wgmma): the
+// 64-heads-per-CTA path (48, 64, 128 query heads) through the public API against an
+// fp32 host reference, with both combine strategies. On the emulation (CI) the m64 C
+// reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
+// kernel itself (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1).
+#include "tests/mla/mla_harness.h"
+
+namespace {
+
+using namespace mla_test;
+
+// The tests run with CGRT_MLA_SPLIT=wgmma (the m64 default; an environment value
+// starting with "wgmma", e.g. wgmma2s4, tests that pipeline instead).
+class MlaWgmma : public Harness {
+ protected:
+  void SetUp() override {
+    const char *old = getenv("CGRT_MLA_SPLIT");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    split_ = old && !strncmp(old, "wgmma", 5) ? old : "wgmma";
+    setenv("CGRT_MLA_SPLIT", split_.c_str(), 1);
+    Harness::SetUp();
+  }
+  void TearDown() override {
+    Harness::TearDown();
+    if (had_) setenv("CGRT_MLA_SPLIT", old_.c_str(), 1);
+    else unsetenv("CGRT_MLA_SPLIT");
+  }
+  unsigned case_seed(const Case &c) const override {
+    return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
+  }
+  void check_plan(cgrt_mla_plan *plan) override {
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
+    EXPECT_EQ(std::string(info.split_kernel), "cgrt_mla_split_m64_" + split_);
+  }
+
+  // The cases of this file default to 64 heads (one head group per CTA on this path).
+  static Case m64_case() {
+    Case c;
+    c.heads = 64;
+    return c;
+  }
+
+  bool had_ = false;
+  std::string old_, split_;
+};
+
+TEST_F(MlaWgmma, HeadCountsBothStrategies) {
+  std::mt19937 rng(11);
+  const int pages[] = {16, 32, 64};
+  int i = 0;
+  for (int h : {48, 64, 128})
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c = m64_case();
+      c.reqs = emulated_ ? 3 : 6;
+      c.heads = h;
+      c.page_size = pages[i++ % 3];
+      c.lens = mixed(c.reqs, emulated_ ? 200 : 3000, rng, true);
+      c.combine = cb;
+      check(c, "heads " + std::to_string(h) + (cb ? " counters" : " workspace"));
+    }
+}
+
+TEST_F(MlaWgmma, PageSizesBlockRowsDcp) {
+  for (cgrt_mla_combine cb : kBoth) {
+    for (int ps : {16, 32, 64}) {
+      Case c = m64_case();
+      c.reqs = 5;
+      c.page_size = ps;
+      c.lens = {1, 33, 0, emulated_ ? 300 : 3000, 64};
+      c.combine = cb;
+      check(c, "page size " + std::to_string(ps) + (cb ? " counters" : " workspace"));
+    }
+    Case c = m64_case();
+    c.reqs = 3;
+    c.block_len = 3;
+    c.page_size = 16;
+    c.lens = {100, 0, emulated_ ? 400 : 5000};
+    c.combine = cb;
+    check(c, std::string("block rows k=3") + (cb ? " counters" : " workspace"));
+    c.block_len = 1;
+    c.dcp = 2;  // 128 query heads
+    c.lens = {90, 0, 257};
+    check(c, std::string("dcp 2") + (cb ? " counters" : " workspace"));
+  }
+}
+
+TEST_F(MlaWgmma, MixedLengthsAndPadding) {
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c = m64_case();
+    c.combine = cb;
+    if (emulated_) {
+      c.reqs = 6;
+      c.lens = {1, 3000, 0, 97, 2, 1500};
+      c.launches = 1;
+    } else {
+      c.reqs = 6;
+      c.lens = {1, 32768, 0, 9000, 33, 2};
+    }
+    check(c, cb ? "mixed counters" : "mixed workspace");
+    c.reqs = 4;
+    c.heads = 64;
+    c.launches = 2;
+    c.lens = {0, 0, 0, 0};
+    check(c, "all padding");
+    c.lens = {0, 50, 0, -3};
+    check(c, "some padding");
+  }
+}
+
+// More rows than the kernel's 256 threads: the schedule kernel runs before the split.
+TEST_F(MlaWgmma, RowsPastBlockSize) {
+  std::mt19937 rng(5);
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c = m64_case();
+    c.reqs = 260;
+    c.heads = 64;
+    c.page_size = 16;
+    c.lens = mixed(c.reqs, emulated_ ? 40 : 96, rng, true);
+    c.combine = cb;
+    c.launches = 3;
+    check(c, cb ? "260 rows counters" : "260 rows workspace");
+  }
+}
+
+TEST_F(MlaWgmma, KvCachePast2To31Elements) {
+  if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c = m64_case();
+    c.reqs = 4;
+    c.heads = 128;
+    c.lens = {4000, 1, 0, 2500};
+    c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
+    c.combine = cb;
+    check(c, "64-bit offsets");
+  }
+}
+
+TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
+  for (int h : {16, 32, 48, 64, 96, 128}) {
+    cgrt_mla_options o;
+    cgrt_mla_options_init(&o);
+    o.max_num_seqs = 8;
+    o.heads = h;
+    o.max_model_len = 4096;
+    cgrt_mla_plan *p = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    const bool m64 = info.heads_per_cta > 16;
+    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_" + split_, m64) << h << ": " << info.split_kernel;
+    cgrt_mla_plan_destroy(p);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,65 @@
+#!/bin/bash
+# One GPU call that validates a build on the H200 (run from the repo root on the GPU
+# machine): the benchmarks first on the idle GPU, then every test binary, the demo in
+# both patch modes, and compute-sanitizer, in parallel. Binaries come from
+#   bazel build --config=gpu //tests/... //examples:engine_demo \
+#     //bench/mla_decode:mla_decode_bench //bench/replay_latency:replay_latency
+# copied (with bench/replay_latency/torch_replay.py) into the folder given as $1.
+# QUICK=1: the MLA benchmark without the interleaved A/B variants, and no replay
+# benchmark, PTX-JIT graphs run, racecheck or single-test memcheck (a re-check after a
+# change that leaves the graph layer alone).
+# Everything lands in $OUT/validate.tgz (the device tool returns few files; default
+# folder /tmp/cgrt_validate); a summary goes to stdout.
+set -u
+B=${1:-.gpu_final}
+DEST=${OUT:-/tmp/cgrt_validate}
+O=$(mktemp -d)
+export CGRT_DRIVER=cuda
+T0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$O/gpu.txt" 2>&1
+# Benchmarks on the idle GPU.
+QUICK=${QUICK:-0}
+AB=--ab
+[ "$QUICK" = 1 ] && AB=
+timeout 150 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
+echo "mla_decode_bench rc=$?" >> "$O/mla_bench.log"
+if [ "$QUICK" != 1 ]; then
+  timeout 90 "$B/replay_latency" > "$O/replay_cgrt.json" 2> "$O/replay.log"
+  echo "replay_latency rc=$?" >> "$O/replay.log"
+  timeout 60 python3 "$B/torch_replay.py" --cgrt "$O/replay_cgrt.json" --out "$O/replay_latency_h200.json" \
+    --command "CGRT_DRIVER=cuda $B/replay_latency > cgrt.json && python3 bench/replay_latency/torch_replay.py --cgrt cgrt.json --out replay_latency_h200.json" \
+    > "$O/replay_targets.log" 2>&1
+fi
+echo "bench phase: $(( $(date +%s) - T0 ))s"
+# Correctness, in parallel.
+run() {  # name, timeout, command...
+  local name=$1 t=$2; shift 2
+  ( timeout "$t" "$@" > "$O/$name.log" 2>&1; echo "rc=$?" >> "$O/$name.log" ) &
+}
+run runtime_test 120 "$B/runtime_test"
+run fault_test 120 "$B/fault_test"
+run c_api_test 60 "$B/c_api_test"
+run graphs_test 150 "$B/graphs_test"
+run mla_test 200 "$B/mla_test"
+run mla_wgmma_test 150 "$B/mla_wgmma_test"
+run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
+[ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
+run engine_demo 200 "$B/engine_demo" 3000
+run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
+run memcheck_graphs 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/graphs_test"
+run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
+[ "$QUICK" != 1 ] && run memcheck_while_exec_update 120 compute-sanitizer --tool memcheck --report-api-errors no "$B/graphs_test" \
+  --gtest_filter=WhileDraftTest.ExecUpdateModeReinstantiatesOnMove
+[ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
+wait
+echo "== total $(( $(date +%s) - T0 ))s"
+cat "$O/gpu.txt"
+grep -E "^(d2d|default)" "$O/mla_bench.log"
+grep -hE "^(PASS|MISS)" "$O/replay_targets.log" 2>/dev/null
+for f in "$O"/*_test*.log "$O"/engine_demo*.log; do
+  echo "$(basename "$f"): $(grep -h '^\[  PASSED\|^\[  FAILED\|engine_demo: \|served\|steady' "$f" | tr '\n' ' ') $(tail -1 "$f")"
+done
+for f in "$O"/memcheck_*.log "$O"/racecheck_*.log; do
+  echo "$(basename "$f"): $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f") $(grep -h '^\[  PASSED\|^\[  FAILED' "$f" | tr '\n' ' ') $(tail -1 "$f")"
+done
+mkdir -p "$DEST" && tar -czf "$DEST/validate.tgz" -C "$O" . && echo "results: $DEST/validate.tgz"
