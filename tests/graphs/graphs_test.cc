@@ -135,6 +135,7 @@ class GraphsTest : public ::testing::Test {
   }
   void fault_capture(int device_patch);
   void fault_step(int device_patch);
+  void draft_loop(int device_patch);
 };
 
 TEST_F(GraphsTest, DefaultBucketsAndDispatch) {
@@ -597,28 +598,58 @@ TEST_F(GraphsTest, EagerFallbackPastLargestBucket) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_NO_BUCKET, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, nullptr, 0));
 }
 
-TEST_F(GraphsTest, DraftLoopEqualsKSingleSteps) {
+// K-step draft loops against K eager steps, with the input x moving between two copies
+// every other loop (pointer updates inside the unrolled graph: host or device patching).
+void GraphsTest::draft_loop(int device_patch) {
   start();
   cgrt_graphs_options o;
   eng.options(&o, descs);
   o.block_len = 0;
   o.draft_steps = 3;
+  o.device_patch = device_patch;
   make_set(&o);
   CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  if (device_patch) {
+    if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
+      GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image";
+    ASSERT_EQ(device_patched_buckets(), cgrt_graphs_bucket_count(set));
+  }
   init_cur();
+  // Two copies of x with different contents; the eager reference gets the same content
+  // as the copy the loop is bound to, so a copy the graph failed to rebind shows.
+  const size_t xbytes = eng.a.bytes[synth::X];
+  CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
+  ASSERT_NE(xs[1], 0u);
+  std::vector<unsigned char> content[2] = {std::vector<unsigned char>(xbytes), std::vector<unsigned char>(xbytes)};
+  ASSERT_EQ(sync(), CGRT_SUCCESS);
+  ASSERT_EQ(eng.drv->cuMemcpyDtoH(content[0].data(), xs[0], xbytes), CUDA_SUCCESS);
+  eng.randomize(rng, xs[1], 0, xbytes / 4);
+  ASSERT_EQ(eng.drv->cuMemcpyDtoH(content[1].data(), xs[1], xbytes), CUDA_SUCCESS);
+  ASSERT_NE(content[0], content[1]);
   for (int t = 0; t < 12; t++) {
     int reqs = 1 + (int)(rng() % 32);
     auto bt = prepare(reqs, 1, 3);
     if (t % 3 == 0) bt.seq[0] = eng.cfg.max_model_len - 1;  // exercises the clamp
     write_a(bt);
     int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
-    CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
+    const int w = (t / 2) % 2;
+    cur[synth::X] = xs[w];
+    eng.upload(eng.b.p[synth::X], content[w].data(), xbytes);
+    const cgrt_binding bind = {synth::X, cur[synth::X], 0};
+    CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, &bind, 1));
     eng.eager_reference(bt, eng.b.p, 3);
     expect_same(bt, bucket, "draft loop");
     if (HasFailure()) return;
   }
   EXPECT_EQ(stats().draft_loops, 12u);
+  if (device_patch) {
+    EXPECT_EQ(stats().nodes_patched, 0u) << "x is read by kernel nodes only: no host updates";
+    EXPECT_GT(stats().device_nodes_patched, 0u);
+  }
 }
+
+TEST_F(GraphsTest, DraftLoopEqualsKSingleSteps) { draft_loop(0); }
+TEST_F(GraphsTest, DraftLoopEqualsKSingleStepsWithDevicePatch) { draft_loop(1); }
 
 // Under DCP the draft loop is K single-step replays with host-rebuilt metadata.
 struct DcpRebuild {
