@@ -230,18 +230,23 @@ static struct CUgraphNode_st *node_of(CUgraphNode h, CUgraphNodeType type) {
  * device-updatable; its device handle (the node's id) reaches the exec's copy through
  * cgrt__emu_graph_kernel_node_set_param. Not modeled: the driver's refusal to
  * instantiate such a graph twice. */
+/* The kernel node of an attribute call, or NULL with *r set (lock held). */
+static struct CUgraphNode_st *attr_node(CUgraphNode hNode, CUkernelNodeAttrID attr, const void *value,
+                                        CUresult *r) {
+  struct CUgraphNode_st *n = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
+  *r = value == NULL || n == NULL ? CUDA_ERROR_INVALID_VALUE
+       : attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE ? CUDA_ERROR_NOT_SUPPORTED
+                                                                   : CUDA_SUCCESS;
+  return *r == CUDA_SUCCESS ? n : NULL;
+}
+
 CUresult cgrt__emu_cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr,
                                                  const CUkernelNodeAttrValue_v1 *value) {
   CUresult r = cgrt__emu_check_init();
   if (r != CUDA_SUCCESS) return r;
-  if (value == NULL) return CUDA_ERROR_INVALID_VALUE;
   cgrt__emu_lock();
-  struct CUgraphNode_st *n = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (n == NULL) {
-    r = CUDA_ERROR_INVALID_VALUE;
-  } else if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
-    r = CUDA_ERROR_NOT_SUPPORTED;
-  } else {
+  struct CUgraphNode_st *n = attr_node(hNode, attr, value, &r);
+  if (n != NULL) {
     int v = value->deviceUpdatableKernelNode.deviceUpdatable;
     if ((v != 0 && v != 1) || (v == 0 && n->u.k.dev_updatable))
       r = CUDA_ERROR_INVALID_VALUE;
@@ -256,14 +261,9 @@ CUresult cgrt__emu_cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNode
                                                  CUkernelNodeAttrValue_v1 *value_out) {
   CUresult r = cgrt__emu_check_init();
   if (r != CUDA_SUCCESS) return r;
-  if (value_out == NULL) return CUDA_ERROR_INVALID_VALUE;
   cgrt__emu_lock();
-  struct CUgraphNode_st *n = node_of(hNode, CU_GRAPH_NODE_TYPE_KERNEL);
-  if (n == NULL) {
-    r = CUDA_ERROR_INVALID_VALUE;
-  } else if (attr != CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE) {
-    r = CUDA_ERROR_NOT_SUPPORTED;
-  } else {
+  struct CUgraphNode_st *n = attr_node(hNode, attr, value_out, &r);
+  if (n != NULL) {
     memset(value_out, 0, sizeof(*value_out));
     value_out->deviceUpdatableKernelNode.deviceUpdatable = n->u.k.dev_updatable;
     value_out->deviceUpdatableKernelNode.devNode =

@@ -110,6 +110,20 @@ class GraphsTest : public ::testing::Test {
     expect_same(bt, bucket, what);
   }
   void init_cur() { cur.assign(eng.a.p, eng.a.p + synth::NB); }
+  // A new copy of buffer f holding what the eager reference's copy holds; it becomes the
+  // current address (the caller binds it). 0 on failure (a test failure is recorded).
+  CUdeviceptr move_to_copy(synth::Buf f) {
+    const CUdeviceptr alt = eng.alloc(eng.a.bytes[f]);
+    std::vector<unsigned char> bytes(eng.a.bytes[f]);
+    if (alt == 0 || sync() != CGRT_SUCCESS ||
+        eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[f], bytes.size()) != CUDA_SUCCESS) {
+      ADD_FAILURE() << "copying " << synth::kNames[f];
+      return 0;
+    }
+    eng.upload(alt, bytes.data(), bytes.size());
+    cur[f] = alt;
+    return alt;
+  }
   uint64_t patched() {
     cgrt_graphs_stats s{};
     s.size = sizeof s;
@@ -206,14 +220,8 @@ TEST_F(GraphsTest, RebindingPatchesOnlyAffectedNodesIncludingForeignKernels) {
                {synth::WIN, 1}, {synth::WOUT, 1}, {synth::SEQ, 2},  {synth::KV, 1},
                {synth::OUT, 2}, {synth::BT, 1}};
   for (const Case &c : cases) {
-    CUdeviceptr alt = eng.alloc(eng.a.bytes[c.buf]);
+    const CUdeviceptr alt = move_to_copy(c.buf);
     ASSERT_NE(alt, 0u);
-    // Same content in the new buffer as in the reference's.
-    std::vector<unsigned char> bytes(eng.a.bytes[c.buf]);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
-    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[c.buf], bytes.size()), CUDA_SUCCESS);
-    eng.upload(alt, bytes.data(), bytes.size());
-    cur[c.buf] = alt;
     uint64_t before = patched();
     step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
     EXPECT_EQ(patched() - before, c.nodes) << "nodes patched for " << synth::kNames[c.buf];
@@ -252,13 +260,8 @@ TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
                {synth::WIN, 0, 1}, {synth::WOUT, 0, 1}, {synth::SEQ, 0, 2}, {synth::KV, 0, 1},
                {synth::OUT, 0, 2}, {synth::BT, 0, 1}};
   for (const Case &c : cases) {
-    CUdeviceptr alt = eng.alloc(eng.a.bytes[c.buf]);
+    const CUdeviceptr alt = move_to_copy(c.buf);
     ASSERT_NE(alt, 0u);
-    std::vector<unsigned char> bytes(eng.a.bytes[c.buf]);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
-    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[c.buf], bytes.size()), CUDA_SUCCESS);
-    eng.upload(alt, bytes.data(), bytes.size());
-    cur[c.buf] = alt;
     cgrt_graphs_stats before = stats();
     step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
     cgrt_graphs_stats after = stats();
@@ -869,13 +872,8 @@ TEST_F(WhileDraftTest, RebindingBeforeAWhileDraftMatchesEager) {
   // (seq_lens, positions) and by the loop kernel (block_table).
   for (synth::Buf b : {synth::X, synth::Y, synth::Z, synth::OUT, synth::KV, synth::SEQ, synth::POS, synth::BT,
                        synth::WIN}) {
-    CUdeviceptr alt = eng.alloc(eng.a.bytes[b]);
+    const CUdeviceptr alt = move_to_copy(b);
     ASSERT_NE(alt, 0u);
-    std::vector<unsigned char> bytes(eng.a.bytes[b]);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
-    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[b], bytes.size()), CUDA_SUCCESS);
-    eng.upload(alt, bytes.data(), bytes.size());
-    cur[b] = alt;
     auto bt2 = prepare(5, 1, K);
     write_a(bt2);
     uint64_t before = patched();
@@ -893,11 +891,8 @@ TEST_F(WhileDraftTest, ExecUpdateModeReinstantiatesOnMove) {
   auto bt = prepare(6, 1, K);
   write_a(bt);
   draft_and_check(bt, K, {}, "baseline");
-  CUdeviceptr alt = eng.alloc(eng.a.bytes[synth::X]);
-  std::vector<unsigned char> bytes(eng.a.bytes[synth::X]);
-  ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[synth::X], bytes.size()), CUDA_SUCCESS);
-  eng.upload(alt, bytes.data(), bytes.size());
-  cur[synth::X] = alt;
+  const CUdeviceptr alt = move_to_copy(synth::X);
+  ASSERT_NE(alt, 0u);
   auto bt2 = prepare(6, 1, K);
   write_a(bt2);
   draft_and_check(bt2, K, {{synth::X, alt, 0}}, "x moved");
@@ -971,11 +966,8 @@ TEST_F(WhileDraftTest, BodyNodeUpdateRefusedFallsBackToReinstantiation) {
   draft_and_check(bt, K, {}, "baseline");  // num_reqs 5 patched into the head
   // x is read only inside the body: the first node update is the body's attention kernel.
   for (int t = 0; t < 3; t++) {
-    CUdeviceptr alt = eng.alloc(eng.a.bytes[synth::X]);
-    std::vector<unsigned char> bytes(eng.a.bytes[synth::X]);
-    ASSERT_EQ(eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[synth::X], bytes.size()), CUDA_SUCCESS);
-    eng.upload(alt, bytes.data(), bytes.size());
-    cur[synth::X] = alt;
+    const CUdeviceptr alt = move_to_copy(synth::X);
+    ASSERT_NE(alt, 0u);
     // The first time, the driver refuses the update of the body node; from then on the
     // set re-instantiates the bucket on every move without asking again.
     cgrt_fault_plan plan{};
