@@ -41,6 +41,7 @@ class GraphsTest : public ::testing::Test {
     set = nullptr;
     eng.destroy();
     if (rt) cgrt_runtime_destroy(rt);
+    rt = nullptr;
   }
   void make_set(cgrt_graphs_options *o) {
     CGRT_ASSERT_OK(cgrt_graphs_create(rt, o, &set));
@@ -401,6 +402,53 @@ TEST_F(GraphsTest, DevicePatchRejectsIncompatibleOptions) {
   o.device_patch = 2;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_create(rt, &o, &set));
   EXPECT_EQ(set, nullptr);
+}
+
+// A bucket that missed moves catches up with them: through the set's move log when it
+// fell fewer than 256 moves behind, by comparing every buffer when it fell further. x has
+// two copies of different contents; the eager reference holds the bound one's.
+TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
+  for (int device_patch : {0, 1}) {
+    SCOPED_TRACE(device_patch ? "device patching" : "host patching");
+    start();
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    o.device_patch = device_patch;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    init_cur();
+    const size_t xbytes = eng.a.bytes[synth::X];
+    CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
+    ASSERT_NE(xs[1], 0u);
+    std::vector<unsigned char> content[2] = {std::vector<unsigned char>(xbytes), std::vector<unsigned char>(xbytes)};
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(content[0].data(), xs[0], xbytes), CUDA_SUCCESS);
+    eng.randomize(rng, xs[1], 0, xbytes / 4);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(content[1].data(), xs[1], xbytes), CUDA_SUCCESS);
+    auto use = [&](int w) {
+      cur[synth::X] = xs[w];
+      eng.upload(eng.b.p[synth::X], content[w].data(), xbytes);
+      return std::vector<cgrt_binding>{{synth::X, xs[w], 0}};
+    };
+    step_and_check(CGRT_GRAPH_DECODE, 5, use(1), "decode bucket of 8, x moved");
+    step_and_check(CGRT_GRAPH_BLOCK, 3, use(0), "block bucket of 12, x moved back (log)");
+    // 301 moves on the decode bucket of 2 while the others wait: they are now further
+    // behind than the log holds.
+    for (int i = 0; i < 301; i++) {
+      const cgrt_binding b = {synth::X, xs[(i + 1) % 2], 0};
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &b, 1));
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // Those steps had no eager twin: bring the reference's KV cache in line.
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    step_and_check(CGRT_GRAPH_DECODE, 5, use(1), "decode bucket of 8 after 301 moves (full compare)");
+    step_and_check(CGRT_GRAPH_BLOCK, 3, use(1), "block bucket of 12 after 301 moves (full compare)");
+    step_and_check(CGRT_GRAPH_DECODE, 5, use(0), "decode bucket of 8, one more move (log)");
+    TearDown();
+    if (HasFailure()) return;
+  }
 }
 
 TEST_F(GraphsTest, CopyInReplay) {
