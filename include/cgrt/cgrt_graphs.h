@@ -14,7 +14,10 @@
  *   - pointer-updated replay (default): at instantiate cgrt indexes every kernel-node
  *     parameter (layout from cuFuncGetParamInfo; 8-byte values inside a registered
  *     buffer) and every memcpy/memset node pointing into a registered buffer; a step
- *     patches only the nodes whose buffers moved. Works for the host's own kernels too;
+ *     patches only the nodes whose buffers moved. Works for the host's own kernels too.
+ *     By default the host patches each moved node (one driver call each); with
+ *     options.device_patch a cgrt kernel at the head of the graph rewrites them on the
+ *     device from a mailbox the host fills in pinned memory (no driver call);
  *   - copy-in replay: the graph keeps its static buffers; inputs are copied in before and
  *     outputs copied out after the launch;
  *   - whole-graph update: the bucket is re-captured with the new addresses and applied
