@@ -138,6 +138,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   set->current = (CUdeviceptr *)calloc(nb ? nb : 1, sizeof(CUdeviceptr));
   set->cur_bytes = (size_t *)calloc(nb ? nb : 1, sizeof(size_t));
   set->copy_bind = (const cgrt_binding **)calloc(nb ? nb : 1, sizeof(cgrt_binding *));
+  set->move_log = (uint32_t *)calloc(GX_MOVE_LOG, sizeof(uint32_t));
   set->rt_cap = 256;
   set->rt_ranges = (cgrt__alloc_range *)calloc(set->rt_cap, sizeof(cgrt__alloc_range));
   int *sizes = NULL;
@@ -145,7 +146,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     sizes = (int *)malloc(options->num_capture_sizes * sizeof(int));
     if (sizes) memcpy(sizes, options->capture_sizes, options->num_capture_sizes * sizeof(int));
   }
-  if (!set->bufs || !set->current || !set->cur_bytes || !set->copy_bind ||
+  if (!set->bufs || !set->current || !set->cur_bytes || !set->copy_bind || !set->move_log ||
       !set->rt_ranges || (options->capture_sizes && options->num_capture_sizes && !sizes)) {
     free(sizes);
     cgrt_graphs_destroy(set);
@@ -243,6 +244,7 @@ static void graphs_free(cgrt_graphs *set) {
   free(set->current);
   free(set->cur_bytes);
   free(set->copy_bind);
+  free(set->move_log);
   free(set->rt_ranges);
   free(set->execs);
   for (int m = 0; m < 4; m++) free(set->lut[m]);

@@ -14,6 +14,10 @@ extern "C" {
 #endif
 
 
+/* Moves remembered per set: a bucket that fell at most this many moves behind catches up
+ * through the log (O(moves)), else by comparing every buffer (O(buffers)). */
+#define GX_MOVE_LOG 256u
+
 /* Kinds of an indexed pointer site. */
 enum { GX_SITE_KPARAM = 0, GX_SITE_MEMCPY_SRC = 1, GX_SITE_MEMCPY_DST = 2, GX_SITE_MEMSET_DST = 3 };
 
@@ -116,6 +120,7 @@ struct cgrt_graphs {
   cgrt_buffer_desc *bufs; /* names owned */
   CUdeviceptr *current;   /* current address of each buffer */
   uint64_t gen;           /* bumped whenever a binding moves a buffer */
+  uint32_t *move_log;     /* [GX_MOVE_LOG]: move_log[g % GX_MOVE_LOG] = buffer moved at gen g */
   size_t *cur_bytes;
   const cgrt_binding **copy_bind; /* scratch: copy-in bindings of this step, by buffer */
 
@@ -170,6 +175,10 @@ int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr 
  * (returns how many sites changed). */
 size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk,
                       size_t *ndm);
+/* The same for the set's current addresses, visiting only the buffers moved since the
+ * bucket last caught up (e->synced_gen) when the move log still holds them; then
+ * e->synced_gen = set->gen. */
+size_t gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm);
 /* Sets param 0 (num_reqs) of the metadata nodes; marks them dirty. */
 void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk);
 /* Issues the node updates for dirty nodes (and clears them). */

@@ -308,40 +308,60 @@ static void mark_m(gx_exec *e, uint32_t m, size_t *ndm) {
   }
 }
 
+/* Points the sites of buffer b at address a (it differs from e->applied[b]). */
+static size_t apply_buffer(cgrt_graphs *set, gx_exec *e, size_t b, CUdeviceptr a, size_t *ndk,
+                           size_t *ndm) {
+  size_t changed = 0;
+  e->applied[b] = a;
+  if (e->site_start[b + 1] > e->site_start[b] && e->nmoved < set->nbuf) e->moved[e->nmoved++] = (uint32_t)b;
+  for (uint32_t i = e->site_start[b]; i < e->site_start[b + 1]; i++) {
+    const gx_site *s = &e->sites[i];
+    uint64_t v = a + s->delta;
+    switch (s->kind) {
+      case GX_SITE_KPARAM: {
+        gx_knode *k = &e->knodes[s->node];
+        memcpy(k->args + k->offsets[s->param], &v, 8);
+        mark_k(e, s->node, ndk);
+        break;
+      }
+      case GX_SITE_MEMCPY_SRC:
+        e->mnodes[s->node].cp.srcDevice = v;
+        mark_m(e, s->node, ndm);
+        break;
+      case GX_SITE_MEMCPY_DST:
+        e->mnodes[s->node].cp.dstDevice = v;
+        mark_m(e, s->node, ndm);
+        break;
+      default:
+        e->mnodes[s->node].ms.dst = v;
+        mark_m(e, s->node, ndm);
+        break;
+    }
+    changed++;
+  }
+  return changed;
+}
+
 size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk,
                       size_t *ndm) {
   size_t changed = 0;
-  for (size_t b = 0; b < set->nbuf; b++) {
-    CUdeviceptr a = addr[b];
-    if (a == e->applied[b]) continue;
-    e->applied[b] = a;
-    if (e->site_start[b + 1] > e->site_start[b] && e->nmoved < set->nbuf) e->moved[e->nmoved++] = (uint32_t)b;
-    for (uint32_t i = e->site_start[b]; i < e->site_start[b + 1]; i++) {
-      const gx_site *s = &e->sites[i];
-      uint64_t v = a + s->delta;
-      switch (s->kind) {
-        case GX_SITE_KPARAM: {
-          gx_knode *k = &e->knodes[s->node];
-          memcpy(k->args + k->offsets[s->param], &v, 8);
-          mark_k(e, s->node, ndk);
-          break;
-        }
-        case GX_SITE_MEMCPY_SRC:
-          e->mnodes[s->node].cp.srcDevice = v;
-          mark_m(e, s->node, ndm);
-          break;
-        case GX_SITE_MEMCPY_DST:
-          e->mnodes[s->node].cp.dstDevice = v;
-          mark_m(e, s->node, ndm);
-          break;
-        default:
-          e->mnodes[s->node].ms.dst = v;
-          mark_m(e, s->node, ndm);
-          break;
-      }
-      changed++;
+  for (size_t b = 0; b < set->nbuf; b++)
+    if (addr[b] != e->applied[b]) changed += apply_buffer(set, e, b, addr[b], ndk, ndm);
+  return changed;
+}
+
+size_t gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm) {
+  size_t changed = 0;
+  const uint64_t behind = set->gen - e->synced_gen;
+  if (set->move_log != NULL && e->synced_gen <= set->gen && behind <= GX_MOVE_LOG) {
+    for (uint64_t g = e->synced_gen + 1; g <= set->gen; g++) {
+      const uint32_t b = set->move_log[g % GX_MOVE_LOG];
+      if (set->current[b] != e->applied[b]) changed += apply_buffer(set, e, b, set->current[b], ndk, ndm);
     }
+  } else {
+    changed = gx_index_apply(set, e, set->current, ndk, ndm);
   }
+  e->synced_gen = set->gen;
   return changed;
 }
 

@@ -128,8 +128,7 @@ retry:
         }
         e->synced_gen = set->gen;
       } else if (e->synced_gen != set->gen) { /* O(1) when nothing moved since this bucket's last step */
-        moved = gx_index_apply(set, e, set->current, &ndk, &ndm) > 0;
-        e->synced_gen = set->gen;
+        moved = gx_index_catch_up(set, e, &ndk, &ndm) > 0;
       }
       break;
     case CGRT_REPLAY_EXEC_UPDATE:
@@ -215,6 +214,7 @@ static cgrt_status apply_bindings(cgrt_graphs *set, const cgrt_binding *bindings
       if (set->current[bd->buffer] != bd->ptr) {
         *moved = 1;
         set->gen++;
+        set->move_log[set->gen % GX_MOVE_LOG] = (uint32_t)bd->buffer;
       }
       set->current[bd->buffer] = bd->ptr;
     }
