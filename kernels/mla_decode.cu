@@ -261,7 +261,15 @@ struct IC {
 // STAGES x TS pipeline; the choice is uniform per CTA. Dynamic shared memory must hold
 // the larger of the two layouts.
 // FIN = 1: merge in the kernel (mla_finish; counters must be the lane's counters).
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0>
+// PROF = 1 (cgrt_mla_split_m16_prof, CGRT_MLA_SPLIT=prof with CGRT_MLA_NOOP=2, A/B
+// diagnostics only): thread 0 of each CTA stamps %globaltimer at entry, after the
+// schedule, when the first block-table entry is in, after the first stage's copies are
+// issued, when it has landed, after its scores, after the last stage and after the
+// stores, and writes the stamps, %smid and whether it had work to out as 16 x u64 per
+// CTA (the no-op combine leaves them there). A one-stage range runs its stage twice
+// (stamps 8 and 9: scores and end of the second pass), so the second pass shows the
+// stage's cost with warm instruction caches; its results are wrong (diagnostics only).
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -279,6 +287,12 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
+  unsigned long long stamp[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  auto mark = [&](int k) {
+    if (PROF && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[k]));
+  };
+  mark(0);
+  if (PROF && threadIdx.x == 0) stamp[12] = clock64();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wr = warp >> 2, wc = warp & 3;
@@ -292,6 +306,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   __shared__ int s_meta[2 * NT + 2];
   __shared__ int s_wsum[NT / 32];
   const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  mark(1);
   const int g = blockIdx.x, p = blockIdx.y;
   const int *row_len = mb;
   const int *ts = mb + rows;
@@ -305,7 +320,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int T = ts[rows];
   const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
   const bool work = T > 0 && p < Pe;
-  if (!FIN && !work) return;
+  if (!FIN && !PROF && !work) return;
   if (FIN && work && tid == 0) atomicAdd(fin, 1u); // FIN: workers started
   const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
   const int lo = cgrt_mla::first_row(ts, rows, b0);
@@ -350,6 +365,10 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         const long long pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
         base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
       }
+      if (PROF && stamp[2] == 0) {
+        if (threadIdx.x == 0 && base0 == nullptr) stamp[11] = 1; // waits for the entry
+        mark(2);
+      }
 #pragma unroll
       for (int i = 0; i < (TS * CHUNKS + NT - 1) / NT; i++) {
         const int id = tid + i * NT;
@@ -362,15 +381,44 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
     };
 
+    // R == 1: Q of this segment's row (16 heads x 576) comes through the stage slot the
+    // loop fills last (STAGES - 1) in 16-byte copies, the oldest copy group, and reaches
+    // the fragments through ldmatrix. Every CTA of a short batch reads the same Q row:
+    // 4-byte fragment loads straight from global memory put 4x the requests on those
+    // few hot L2 lines, and at batch 1 the S products waited ~6 us for them (per-CTA
+    // timeline, bench/mla_decode/NOTES.md, sixth pass). R > 1 keeps the direct loads.
+    constexpr bool QS = R == 1;
+    bf16 *sq = skv + (STAGES - 1) * TS * KSTR;
+    if (QS) {
+#pragma unroll
+      for (int i = 0; i < (16 * CHUNKS + NT - 1) / NT; i++) {
+        const int id = tid + i * NT;
+        if ((16 * CHUNKS) % NT == 0 || id < 16 * CHUNKS) {
+          const int hr = id / CHUNKS, ch = id - hr * CHUNKS;
+          const bool ok = h_begin + hr < h_end;
+          cp_async16(smem_u32(sq + hr * KSTR + ch * 8), ok ? q + ((long long)r * qh + h_begin + hr) * D + ch * 8 : q,
+                     ok ? 16 : 0);
+        }
+      }
+      cp_commit();
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
       if (s < n) load_tile(sa + s, s);
       cp_commit();
     }
+    if (r == lo) mark(3);
 
     // Q fragments of this warp's 144 columns (A operand layout of m16n8k16).
     uint32_t qf[9][4];
-    {
+    if (QS) {
+      cp_wait<STAGES - 1>(); // the Q group
+      __syncthreads();
+      const unsigned qb = smem_u32(sq + (lane & 15) * KSTR + wc * 144 + (lane >> 4) * 8);
+#pragma unroll
+      for (int ks = 0; ks < 9; ks++) ldsm_x4(qb + ks * 32, qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3]);
+      // The slot is overwritten only after the loop's first barrier.
+    } else {
       const bf16 *q0 = q + ((long long)r * qh + hrow0) * D + wc * 144 + 2 * t4;
       const bf16 *q1 = q0 + 8 * D;
 #pragma unroll
@@ -387,15 +435,18 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     for (int j = 0; j < 16; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
 
-    for (int it = 0; it < n; it++) {
+    const int reps = PROF && n == 1 ? 2 : n;
+    for (int it = 0; it < reps; it++) {
+      const int is = PROF && n == 1 ? 0 : it;
       cp_wait<STAGES - 2>();
       __syncthreads();
+      if (r == lo && it == 0) mark(4);
       {
         const int nx = it + STAGES - 1;
         if (nx < n) load_tile(sa + nx, nx % STAGES);
         cp_commit();
       }
-      const bf16 *sk = skv + (it % STAGES) * TS * KSTR;
+      const bf16 *sk = skv + (is % STAGES) * TS * KSTR;
 
       float sacc[NB][4];
 #pragma unroll
@@ -427,7 +478,9 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
                             sb[3 * SRED + i * 32 + lane];
         par ^= 1;
       }
-      const int tok0 = (sa + it) * TS + 2 * t4;
+      if (r == lo && it == 0) mark(5);
+      if (r == lo && it == 1) mark(9);
+      const int tok0 = (sa + is) * TS + 2 * t4;
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
       for (int j = 0; j < NB; j++) {
@@ -486,9 +539,16 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
           }
         }
       }
+      if (PROF && r == lo && it == 0) {
+        __syncthreads();
+        mark(8);
+      }
     }
+    mark(14);
     cp_wait<0>();
+    mark(15);
     __syncthreads(); // stages free for the next segment
+    mark(6);
 
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -552,6 +612,21 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   };
   if (ALT && b1 - b0 <= alt_max) run(IC<2>{}, IC<32>{});
   else run(IC<STAGES0>{}, IC<TS0>{});
+  if (PROF) {
+    mark(7);
+    if (threadIdx.x == 0) {
+      stamp[13] = clock64();
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      stamp[10] = sm;
+      stamp[11] = work;
+      unsigned long long *dst = reinterpret_cast<unsigned long long *>(out) +
+                                ((long long)blockIdx.y * gridDim.x + blockIdx.x) * 16;
+#pragma unroll
+      for (int k = 0; k < 16; k++) dst[k] = stamp[k];
+    }
+    return;
+  }
   if (FIN) mla_finish<NT>(ts, T, Pe, rows, qh, hg, G, part_o, part_lse, out, lse, fin, Pe * G, work, smem);
 }
 
@@ -631,6 +706,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGR
 // two-stage 32-token pipeline, longer ones the default m16 pipeline.
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+// The auto kernel with per-CTA timestamps into out (CGRT_MLA_SPLIT=prof, diagnostics).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_prof(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 // In-kernel merge (CGRT_MLA_FINISH=1, mla_finish): the auto pipeline, no combine kernel.
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_fin(CGRT_MLA_SPLIT_PARAMS) {

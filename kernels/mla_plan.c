@@ -131,7 +131,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
      * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range; CGRT_MLA_SPLIT=auto
      * picks the m16 pipeline per CTA from its range length (CGRT_MLA_ALT_MAX=n tiles),
      * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=wide takes the wider combine;
-     * CGRT_MLA_PARTS=n sets the number of ranges P. */
+     * CGRT_MLA_PARTS=n sets the number of ranges P; CGRT_MLA_SPLIT=prof (GPU only, with
+     * CGRT_MLA_NOOP=2) runs cgrt_mla_split_m16_prof, which writes per-CTA timestamps to
+     * out instead of results (mla_decode_bench --prof). */
     const char *e = getenv("CGRT_MLA_SPLIT");
     /* "s16" (or anything unknown) = cgrt_mla_split_m16. m64 default: "wgmma" =
      * cgrt_mla_split_m64_wgmma (H200: 1.5-1.7x the mma.sync kernel at 64 and 128 heads,
@@ -154,10 +156,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       split_name = s4 ? "cgrt_mla_split_m64_wgmma2s4" : "cgrt_mla_split_m64_wgmma";
       p->s.threads = 256;
       p->s.smem = s4 ? 231980 : 196140;
-    } else if (e && !strcmp(e, "auto") && !p->s.m64) {
+    } else if (e && (!strcmp(e, "auto") || !strcmp(e, "prof")) && !p->s.m64) {
       /* Per CTA: ranges of <= alt_max tiles take the 2 x 32 pipeline, longer ones the
        * m16 default; the dynamic shared memory of the larger layout. */
-      split_name = "cgrt_mla_split_m16_auto";
+      split_name = !strcmp(e, "prof") ? "cgrt_mla_split_m16_prof" : "cgrt_mla_split_m16_auto";
       p->s.smem = CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM;
     } else if (e && !strcmp(e, "s3") && !p->s.m64) {
       /* Three CTAs of three 16-token stages per SM: P from 3 CTAs per SM. */
@@ -192,7 +194,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
      * (kernels/mla_decode.cu) only. */
-    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16") ||
+    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16_prof") || !strcmp(split_name, "cgrt_mla_split_m16") ||
                     !strcmp(split_name, "cgrt_mla_split_m64");
     const int ours = own || !strcmp(split_name, "cgrt_mla_split_m16_ts32") ||
                      !strcmp(split_name, "cgrt_mla_split_m64_ts32") || !strcmp(split_name, "cgrt_mla_split_m16_s3");

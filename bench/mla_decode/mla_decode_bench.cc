@@ -66,11 +66,26 @@ int main(int argc, char **argv) {
   int reps = 30;
   bool smoke = false;  // --smoke: tiny shapes, no L2 rotation (checks the flow, e.g. emulated)
   bool ab = false;  // --ab: also time the tuning variants (environment knobs of mla_plan.c)
+  // --layers L: also time L decode calls captured back to back in one graph (each on its
+  // own KV copy, as the layers of a model's decode graph do): the per-call time without
+  // the graph's launch latency. 0: off.
+  int layers = 8;
+  // --prof: per-CTA timeline of the 16-head split kernel (CGRT_MLA_SPLIT=prof, no-op
+  // combine), the last of 8 calls in one graph; quantiles per stamp, in us from the
+  // first CTA's entry.
+  bool prof = false;
+  std::vector<std::array<int, 3>> only;  // --shape b,h,ctx (repeatable): these shapes only
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smoke")) smoke = true;
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--prof")) prof = true;
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+      std::array<int, 3> sh{};
+      if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) == 3) only.push_back(sh);
+    }
   }
   std::string cmd;
   for (int i = 0; i < argc; i++) cmd += (i ? " " : "") + std::string(argv[i]);
@@ -117,6 +132,7 @@ int main(int argc, char **argv) {
                                             {64, 16, 32768},  {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096},
                                             {128, 16, 32768}};
   if (smoke) shapes = {{1, 16, 256}, {32, 16, 128}, {2, 128, 128}};
+  if (!only.empty()) shapes = only;
   const double pool_target = smoke ? 1e6 : 400e6;
   const int ps = 64;
   const size_t page_bytes = (size_t)ps * 576 * 2;
@@ -174,10 +190,26 @@ int main(int argc, char **argv) {
     CU(d->cuMemAlloc(&lens, batch * 4));
     CU(d->cuMemcpyHtoD(lens, lv.data(), batch * 4));
     CU(d->cuCtxSynchronize());  // the inputs have landed before any launch
-    CU(d->cuMemAlloc(&out, (size_t)batch * heads * 512 * 2));
+    CU(d->cuMemAlloc(&out, std::max<size_t>((size_t)batch * heads * 512 * 2, 1u << 20)));
     CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
-    // One measurement: plan created under the variant's environment knobs.
-    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *envs) {
+    // Helpers of this shape: the arguments of a call on KV copy c (copies wrap only where
+    // one copy alone is past the L2 size), a plan created under a variant's environment
+    // knobs, a graph of n calls on consecutive copies, and the median of timed launches.
+    auto args_for = [&](size_t c) {
+      cgrt_mla_args a;
+      memset(&a, 0, sizeof a);
+      a.size = sizeof a;
+      a.q = q;
+      a.kv_cache = kv;
+      a.block_table = btd + (c % copies) * pages * 4;
+      a.seq_lens = lens;
+      a.out = out;
+      a.lse = lse;
+      a.num_rows = batch;
+      a.softmax_scale = 0.0721f;
+      return a;
+    };
+    auto new_plan = [&](cgrt_mla_combine cb, const char *envs, cgrt_mla_plan_info *pi) {
       set_envs(envs);
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
@@ -190,29 +222,54 @@ int main(int argc, char **argv) {
       cgrt_mla_plan *plan;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
       set_envs(nullptr);
-      cgrt_mla_plan_info pi{};
-      pi.size = sizeof pi;
-      OK(cgrt_mla_plan_get_info(plan, &pi));
-      std::vector<cgrt_mla_args> args(copies);
-      for (int c = 0; c < copies; c++) {
-        cgrt_mla_args &a = args[c];
-        memset(&a, 0, sizeof a);
-        a.size = sizeof a;
-        a.q = q;
-        a.kv_cache = kv;
-        a.block_table = btd + (size_t)c * pages * 4;
-        a.seq_lens = lens;
-        a.out = out;
-        a.lse = lse;
-        a.num_rows = batch;
-        a.softmax_scale = 0.0721f;
+      if (pi) {
+        pi->size = sizeof *pi;
+        OK(cgrt_mla_plan_get_info(plan, pi));
       }
-      for (int i = 0; i < 3; i++) OK(cgrt_mla_decode(plan, st, &args[i % copies]));
-      CU(d->cuStreamSynchronize(st));
-      std::vector<float> te, tg;
-      for (int i = 0; i < reps; i++) {
+      return plan;
+    };
+    auto capture = [&](cgrt_mla_plan *plan, size_t first, int n) {
+      CUgraph g;
+      CUgraphExec x;
+      CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      for (int l = 0; l < n; l++) {
+        const cgrt_mla_args a = args_for(first + l);
+        OK(cgrt_mla_decode(plan, st, &a));
+      }
+      CU(d->cuStreamEndCapture(st, &g));
+      CU(d->cuGraphInstantiateWithFlags(&x, g, 0));
+      d->cuGraphDestroy(g);
+      return x;
+    };
+    // 2 untimed and n event-timed launches, of graphs[(start + i) % size] in turn (so that
+    // consecutive launches read different KV copies); each time / per into t.
+    auto time_graphs = [&](const std::vector<CUgraphExec> &graphs, size_t start, int n, int per,
+                           std::vector<float> *t) {
+      for (int i = 0; i < 2; i++) CU(d->cuGraphLaunch(graphs[(start + i) % graphs.size()], st));
+      for (int i = 2; i < n + 2; i++) {
         CU(d->cuEventRecord(e0, st));
-        OK(cgrt_mla_decode(plan, st, &args[i % copies]));
+        CU(d->cuGraphLaunch(graphs[(start + i) % graphs.size()], st));
+        CU(d->cuEventRecord(e1, st));
+        CU(d->cuEventSynchronize(e1));
+        float ms;
+        CU(d->cuEventElapsedTime(&ms, e0, e1));
+        t->push_back(ms * 1e3f / per);
+      }
+    };
+    // One measurement: eager calls, one call per graph, and (--layers L) L calls per graph.
+    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *envs) {
+      cgrt_mla_plan_info pi{};
+      cgrt_mla_plan *plan = new_plan(cb, envs, &pi);
+      for (int i = 0; i < 3; i++) {
+        const cgrt_mla_args a = args_for(i);
+        OK(cgrt_mla_decode(plan, st, &a));
+      }
+      CU(d->cuStreamSynchronize(st));
+      std::vector<float> te, tg, tl;
+      for (int i = 0; i < reps; i++) {
+        const cgrt_mla_args a = args_for(i);
+        CU(d->cuEventRecord(e0, st));
+        OK(cgrt_mla_decode(plan, st, &a));
         CU(d->cuEventRecord(e1, st));
         CU(d->cuEventSynchronize(e1));
         float ms;
@@ -220,47 +277,75 @@ int main(int argc, char **argv) {
         te.push_back(ms * 1e3f);
       }
       std::vector<CUgraphExec> ex(copies);
-      for (int c = 0; c < copies; c++) {
-        CUgraph g;
-        CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-        OK(cgrt_mla_decode(plan, st, &args[c]));
-        CU(d->cuStreamEndCapture(st, &g));
-        CU(d->cuGraphInstantiateWithFlags(&ex[c], g, 0));
-        d->cuGraphDestroy(g);
-      }
-      for (int i = 0; i < 3; i++) CU(d->cuGraphLaunch(ex[i % copies], st));
-      for (int i = 0; i < reps; i++) {
-        CU(d->cuEventRecord(e0, st));
-        CU(d->cuGraphLaunch(ex[i % copies], st));
-        CU(d->cuEventRecord(e1, st));
-        CU(d->cuEventSynchronize(e1));
-        float ms;
-        CU(d->cuEventElapsedTime(&ms, e0, e1));
-        tg.push_back(ms * 1e3f);
+      for (int c = 0; c < copies; c++) ex[c] = capture(plan, c, 1);
+      time_graphs(ex, 0, reps, 1, &tg);
+      for (auto e : ex) d->cuGraphExecDestroy(e);
+      double us_l = 0;
+      if (layers > 0) {
+        std::vector<CUgraphExec> lx(std::max(1, copies / layers));
+        for (size_t gi = 0; gi < lx.size(); gi++) lx[gi] = capture(plan, gi * layers, layers);
+        time_graphs(lx, 0, std::max(8, reps / 2), layers, &tl);
+        for (auto e : lx) d->cuGraphExecDestroy(e);
+        us_l = median(tl);
       }
       OK(cgrt_counters_verify(rt));
-      for (auto e : ex) d->cuGraphExecDestroy(e);
       const double us_e = median(te), us_g = median(tg);
       const double kv_bytes = (double)batch * ctx * 576 * 2;
       const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
       const double tflops = 2.0 * batch * heads * (double)ctx * (576 + 512) / (us_g * 1e-6) / 1e12;
       const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters" : "workspace";
-      printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us  %.3f TB/s (%3.0f%% of copy)  "
-             "%6.1f TFLOP/s  splits %3d  workspace %.1f MiB (fixed split: %.1f MiB)\n",
-             variant, batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
+      printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us in-graph(x%d) %8.2f us  "
+             "%.3f TB/s (%3.0f%% of copy)  %6.1f TFLOP/s  splits %3d  workspace %.1f MiB (fixed split: %.1f MiB)\n",
+             variant, batch, heads, ctx, cname, us_g, us_e, layers, us_l, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
              pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
       char b[768];
       snprintf(b, sizeof b,
                "%s    {\"variant\": \"%s\", \"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
-               "\"us_graph\": %.3f, \"us_eager\": %.3f, \"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, "
+               "\"us_graph\": %.3f, \"us_eager\": %.3f, \"us_in_graph\": %.3f, \"layers\": %d, "
+               "\"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, "
                "\"tflops\": %.2f, \"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
                "\"fixed_split_bytes\": %zu}",
-               first ? "" : ",\n", variant, batch, heads, ctx, cname, us_g, us_e, tbps, 100 * tbps / copy_tbps, tflops,
+               first ? "" : ",\n", variant, batch, heads, ctx, cname, us_g, us_e, us_l, layers, tbps, 100 * tbps / copy_tbps, tflops,
                pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
       js += b;
       first = false;
       cgrt_mla_plan_destroy(plan);
     };
+    if (prof && heads <= 32 && info.driver != CGRT_DRIVER_CUDA) {
+      printf("prof: skipped (the timestamp kernel runs on a GPU only; driver is %s)\n",
+             cgrt_driver_kind_name(info.driver));
+    } else if (prof && heads <= 32) {
+      cgrt_mla_plan_info pi{};
+      cgrt_mla_plan *plan = new_plan(CGRT_MLA_COMBINE_WORKSPACE, "CGRT_MLA_SPLIT=prof CGRT_MLA_NOOP=2", &pi);
+      CUgraphExec x = capture(plan, 0, 8);
+      for (int i = 0; i < 400; i++) CU(d->cuGraphLaunch(x, st));  // clocks up
+      CU(d->cuStreamSynchronize(st));
+      const int nc = pi.splits * ((heads + 15) / 16);
+      std::vector<unsigned long long> v((size_t)nc * 16);
+      CU(d->cuMemcpyDtoH(v.data(), out, v.size() * 8));
+      unsigned long long t0 = ~0ull;
+      for (int c = 0; c < nc; c++) t0 = std::min(t0, v[(size_t)c * 16]);
+      double mhz = 0;
+      for (int c = 0; c < nc; c++)
+        mhz += (double)(v[(size_t)c * 16 + 13] - v[(size_t)c * 16 + 12]) /
+               (double)std::max(1ull, v[(size_t)c * 16 + 7] - v[(size_t)c * 16]) * 1e3 / nc;
+      printf("prof batch %3d heads %3d ctx %5d: %d CTAs, SM clock %.0f MHz; us from the first entry (min / p10 / "
+             "p50 / p90 / max)\n", batch, heads, ctx, nc, mhz);
+      const char *names[16] = {"entry", "schedule", "bt entry in", "stage0 issued", "stage0 landed",
+                               "stage0 scores", "ranges done", "exit", "stage0 done", "again: scores",
+                               "", "", "", "", "loop left", "copies waited"};
+      for (int k : {0, 1, 2, 3, 4, 5, 8, 9, 14, 15, 6, 7}) {
+        std::vector<float> t;
+        for (int c = 0; c < nc; c++)
+          if (v[(size_t)c * 16 + 11] && v[(size_t)c * 16 + k]) t.push_back((v[(size_t)c * 16 + k] - t0) * 1e-3f);
+        if (t.empty()) continue;
+        std::sort(t.begin(), t.end());
+        printf("  %-14s %7.2f %7.2f %7.2f %7.2f %7.2f\n", names[k], t[0], t[t.size() / 10], t[t.size() / 2],
+               t[t.size() * 9 / 10], t.back());
+      }
+      d->cuGraphExecDestroy(x);
+      cgrt_mla_plan_destroy(plan);
+    }
     for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
       measure(cb, "default", nullptr);
     if (ab) {
@@ -291,6 +376,12 @@ int main(int argc, char **argv) {
       // Fifth pass: 64 query heads per CTA run cgrt_mla_split_m64_wgmma by default; "mma"
       // is the previous mma.sync kernel (cgrt_mla_split_m64).
       if (heads >= 48) vs.push_back({"mma", W, "CGRT_MLA_SPLIT=mma", nullptr, {}, {}});
+      // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
+      if (batch <= 64) {
+        vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
+        vs.push_back({"wide", W, "CGRT_MLA_COMB=wide", nullptr, {}, {}});
+        vs.push_back({"pdl_wide", W, "CGRT_MLA_PDL=1 CGRT_MLA_COMB=wide", nullptr, {}, {}});
+      }
       if (batch <= 4) {
         vs.push_back({"fin4", W, "CGRT_MLA_FINISH=4", nullptr, {}, {}});
         vs.push_back({"fin_mt1", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
@@ -301,66 +392,40 @@ int main(int argc, char **argv) {
         vs.push_back({"nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
         vs.push_back({"nocomb_mt2", W, "CGRT_MLA_NOOP=2 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
       }
-      for (V &v : vs) {
-        cgrt_mla_options o;
-        cgrt_mla_options_init(&o);
-        o.max_num_seqs = batch;
-        o.heads = heads;
-        o.page_size = ps;
-        o.max_model_len = ctx;
-        o.combine = v.cb;
-        o.lane = lane++ % CGRT_MAX_LANES;
-        set_envs(v.envs);
-        OK(cgrt_mla_plan_create(rt, &o, &v.plan));
-        set_envs(nullptr);
-      }
+      for (V &v : vs) v.plan = new_plan(v.cb, v.envs, nullptr);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and
       // may differ in split count, so a later plan could still grow (and move) a lane's
       // workspace that an earlier variant's graphs already point to.
+      // With --layers L, each graph holds L calls on consecutive KV copies and a
+      // variant's time is per call (no launch latency); else one call per graph.
+      const int per = layers > 0 ? layers : 1;
       for (V &v : vs) {
-        v.ex.resize(copies);
-        for (int c = 0; c < copies; c++) {
-          cgrt_mla_args a;
-          memset(&a, 0, sizeof a);
-          a.size = sizeof a;
-          a.q = q; a.kv_cache = kv; a.block_table = btd + (size_t)c * pages * 4; a.seq_lens = lens;
-          a.out = out; a.lse = lse; a.num_rows = batch; a.softmax_scale = 0.0721f;
+        v.ex.resize(std::max(1, copies / per));
+        for (size_t gi = 0; gi < v.ex.size(); gi++) {
+          const cgrt_mla_args a = args_for(gi * per);
           OK(cgrt_mla_decode(v.plan, st, &a));
-          CUgraph g;
-          CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-          OK(cgrt_mla_decode(v.plan, st, &a));
-          CU(d->cuStreamEndCapture(st, &g));
-          CU(d->cuGraphInstantiateWithFlags(&v.ex[c], g, 0));
-          d->cuGraphDestroy(g);
+          v.ex[gi] = capture(v.plan, gi * per, per);
         }
       }
-      int k = 0;
+      size_t k = 0;
       for (int round = 0; round < 8; round++)
         for (V &v : vs) {
-          for (int i = 0; i < 2; i++) CU(d->cuGraphLaunch(v.ex[(k++) % copies], st));
-          for (int i = 0; i < 8; i++) {
-            CU(d->cuEventRecord(e0, st));
-            CU(d->cuGraphLaunch(v.ex[(k++) % copies], st));
-            CU(d->cuEventRecord(e1, st));
-            CU(d->cuEventSynchronize(e1));
-            float ms;
-            CU(d->cuEventElapsedTime(&ms, e0, e1));
-            v.t.push_back(ms * 1e3f);
-          }
+          time_graphs(v.ex, k, 8, per, &v.t);
+          k += 10;
         }
       OK(cgrt_counters_verify(rt));
       const double base = median(vs[0].t);
       for (V &v : vs) {
         const double us = median(v.t);
         const double tbps = (double)batch * ctx * 576 * 2 / (us * 1e-6) / 1e12;
-        printf("A/B batch %3d heads %3d ctx %5d %-9s %8.2f us  %.3f TB/s  %+.1f%% vs default\n", batch, heads,
-               ctx, v.name, us, tbps, 100.0 * (us - base) / base);
+        printf("A/B batch %3d heads %3d ctx %5d %-9s %8.2f us%s  %.3f TB/s  %+.1f%% vs default\n", batch, heads,
+               ctx, v.name, us, per > 1 ? " per call in graph" : "", tbps, 100.0 * (us - base) / base);
         char b[512];
         snprintf(b, sizeof b,
                  "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"variant\": \"%s\", \"env\": \"%s\", "
-                 "\"combine\": \"%s\", \"us_graph_median\": %.3f, \"kv_tbps\": %.4f}",
+                 "\"combine\": \"%s\", \"calls_per_graph\": %d, \"us_per_call_median\": %.3f, \"kv_tbps\": %.4f}",
                  jab.empty() ? "" : ",\n", batch, heads, ctx, v.name, v.envs ? v.envs : "",
-                 v.cb == C ? "counters" : "workspace", us, tbps);
+                 v.cb == C ? "counters" : "workspace", per, us, tbps);
         jab += b;
         for (auto e : v.ex) d->cuGraphExecDestroy(e);
         cgrt_mla_plan_destroy(v.plan);

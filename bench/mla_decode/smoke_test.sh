@@ -1,0 +1,19 @@
+#!/bin/bash
+# The MLA benchmark's flow on the CPU emulation: tiny shapes, 3 repetitions, 2 calls per
+# in-graph measurement, the --prof request (skipped off a GPU); checks that the JSON
+# carries every shape of both combine strategies with an in-graph time.
+set -euo pipefail
+BIN=$1
+OUT_JSON="${TEST_TMPDIR:-/tmp}/mla_smoke.json"
+CGRT_DRIVER=emulated "$BIN" --smoke --reps 3 --layers 2 --prof --out "$OUT_JSON" > "${TEST_TMPDIR:-/tmp}/mla_smoke.log"
+grep -q "prof: skipped" "${TEST_TMPDIR:-/tmp}/mla_smoke.log"
+python3 - "$OUT_JSON" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"]
+assert len(rows) == 6, rows
+for r in rows:
+    assert r["layers"] == 2 and r["us_in_graph"] > 0 and r["us_graph"] > 0, r
+assert {r["combine"] for r in rows} == {"workspace", "counters"}
+print("ok:", len(rows), "results")
+PY
