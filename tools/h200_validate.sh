@@ -68,6 +68,7 @@ grep -hE "^(PASS|MISS)" "$O/replay_targets.log" 2>/dev/null
 for f in "$O"/*_test*.log "$O"/engine_demo*.log; do
   echo "$(basename "$f"): $(grep -h '^\[  PASSED\|^\[  FAILED\|engine_demo: \|served\|steady' "$f" | tr '\n' ' ') $(tail -1 "$f")"
 done
+shopt -s nullglob
 for f in "$O"/memcheck_*.log "$O"/racecheck_*.log; do
   echo "$(basename "$f"): $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f") $(grep -h '^\[  PASSED\|^\[  FAILED' "$f" | tr '\n' ' ') $(tail -1 "$f")"
 done
