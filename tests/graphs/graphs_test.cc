@@ -452,6 +452,56 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
   }
 }
 
+// Buckets exactly as many moves behind as the set's move log holds (256) catch up
+// through the log: x moves once, at the log's oldest entry (to a copy of different
+// content), out 254 times in between (back where it started), y once, at the newest
+// entry. A missed oldest entry leaves x stale, a missed newest one writes the old y.
+TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
+  for (int device_patch : {0, 1}) {
+    SCOPED_TRACE(device_patch ? "device patching" : "host patching");
+    start();
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    o.device_patch = device_patch;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    init_cur();
+    const size_t xbytes = eng.a.bytes[synth::X];
+    const CUdeviceptr x1 = eng.alloc(xbytes), out1 = eng.alloc(eng.a.bytes[synth::OUT]),
+                      y1 = eng.alloc(eng.a.bytes[synth::Y]);
+    ASSERT_NE(x1, 0u);
+    ASSERT_NE(out1, 0u);
+    ASSERT_NE(y1, 0u);
+    eng.randomize(rng, x1, 0, xbytes / 4);
+    std::vector<unsigned char> x1_content(xbytes);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoH(x1_content.data(), x1, xbytes), CUDA_SUCCESS);
+    step_and_check(CGRT_GRAPH_DECODE, 5, {}, "decode bucket of 8 in step");
+    const CUdeviceptr outs[2] = {cur[synth::OUT], out1};
+    for (int i = 0; i < 256; i++) {
+      const cgrt_binding b = i == 0     ? cgrt_binding{synth::X, x1, 0}
+                             : i == 255 ? cgrt_binding{synth::Y, y1, 0}
+                                        : cgrt_binding{synth::OUT, outs[i % 2], 0};
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &b, 1));
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // Those steps had no eager twin: bring the reference's KV cache, x and y in line.
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(y1, eng.b.p[synth::Y], eng.a.bytes[synth::Y], nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    eng.upload(eng.b.p[synth::X], x1_content.data(), xbytes);
+    cur[synth::X] = x1;
+    cur[synth::Y] = y1;
+    const uint64_t patched_before = patched();
+    step_and_check(CGRT_GRAPH_DECODE, 5, {}, "decode bucket of 8, 256 moves behind");
+    step_and_check(CGRT_GRAPH_BLOCK, 3, {}, "block bucket of 12, 256 moves behind");
+    if (!device_patch) EXPECT_GT(patched(), patched_before) << "the buckets patched x and out on the host";
+    TearDown();
+    if (HasFailure()) return;
+  }
+}
+
 TEST_F(GraphsTest, CopyInReplay) {
   start();
   default_set(CGRT_REPLAY_COPY_IN);
