@@ -80,11 +80,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smoke")) smoke = true;
-    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--prof")) prof = true;
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::array<int, 3> sh{};
-      if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) == 3) only.push_back(sh);
+      if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
+        fprintf(stderr, "--shape wants batch,heads,context (context >= 64), got '%s'\n", argv[i]);
+        return 2;
+      }
+      only.push_back(sh);
     }
   }
   std::string cmd;

@@ -179,37 +179,49 @@ CUresult cgrt__emu_cuStreamSynchronize(CUstream hStream) {
 }
 
 /* ---- capture ---- */
+static int capture_mode_ok(CUstreamCaptureMode mode) {
+  return mode == CU_STREAM_CAPTURE_MODE_GLOBAL || mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ||
+         mode == CU_STREAM_CAPTURE_MODE_RELAXED;
+}
+
+/* Starts capturing hStream (lock held): into hGraph after its nodes `deps`, or into a new
+ * graph when hGraph is NULL. */
+static CUresult capture_start(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                              CUstreamCaptureMode mode) {
+  if (is_default(hStream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (!cgrt__emu_reg_is(hStream, EMU_K_STREAM) || (hGraph != NULL && !cgrt__emu_reg_is(hGraph, EMU_K_GRAPH)))
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (hStream->cap != NULL) return CUDA_ERROR_ILLEGAL_STATE;
+  if (hGraph != NULL) {
+    CUresult r = cgrt__emu_check_deps(hGraph, deps, ndeps);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  emu_capture *c = calloc(1, sizeof(*c));
+  struct CUgraph_st *g = hGraph != NULL ? hGraph : c != NULL ? cgrt__emu_graph_new(1, NULL) : NULL;
+  if (c == NULL || g == NULL || deps_set(hStream, (struct CUgraphNode_st *const *)deps, ndeps) != CUDA_SUCCESS) {
+    free(c);
+    if (hGraph == NULL) cgrt__emu_graph_free(g);
+    hStream->ndeps = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  c->id = cgrt__emu_next_id();
+  c->graph = g;
+  c->to_graph = hGraph != NULL;
+  c->mode = mode;
+  c->thread = cgrt__emu_thread_id();
+  c->origin = hStream;
+  c->next = g_captures;
+  g_captures = c;
+  hStream->cap = c;
+  return CUDA_SUCCESS;
+}
+
 CUresult cgrt__emu_cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;
-  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!capture_mode_ok(mode)) return CUDA_ERROR_INVALID_VALUE;
   cgrt__emu_lock();
-  if (is_default(hStream)) {
-    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  } else if (!cgrt__emu_reg_is(hStream, EMU_K_STREAM)) {
-    r = CUDA_ERROR_INVALID_HANDLE;
-  } else if (hStream->cap != NULL) {
-    r = CUDA_ERROR_ILLEGAL_STATE;
-  } else {
-    emu_capture *c = calloc(1, sizeof(*c));
-    struct CUgraph_st *g = c ? cgrt__emu_graph_new(1, NULL) : NULL;
-    if (g == NULL) {
-      free(c);
-      r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-      c->id = cgrt__emu_next_id();
-      c->graph = g;
-      c->mode = mode;
-      c->thread = cgrt__emu_thread_id();
-      c->origin = hStream;
-      c->next = g_captures;
-      g_captures = c;
-      hStream->cap = c;
-      hStream->ndeps = 0;
-    }
-  }
+  r = capture_start(hStream, NULL, NULL, 0, mode);
   cgrt__emu_unlock();
   return r;
 }
@@ -223,39 +235,12 @@ CUresult cgrt__emu_cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
                                                size_t numDependencies, CUstreamCaptureMode mode) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;
-  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (numDependencies > 0 && dependencies == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!capture_mode_ok(mode) || (numDependencies > 0 && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
   static const CUgraphEdgeData zero;
   for (size_t i = 0; dependencyData != NULL && i < numDependencies; i++)
     if (memcmp(&dependencyData[i], &zero, sizeof(zero)) != 0) return CUDA_ERROR_NOT_SUPPORTED;
   cgrt__emu_lock();
-  if (is_default(hStream)) {
-    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  } else if (!cgrt__emu_reg_is(hStream, EMU_K_STREAM) || !cgrt__emu_reg_is(hGraph, EMU_K_GRAPH)) {
-    r = CUDA_ERROR_INVALID_HANDLE;
-  } else if (hStream->cap != NULL) {
-    r = CUDA_ERROR_ILLEGAL_STATE;
-  } else if ((r = cgrt__emu_check_deps(hGraph, dependencies, numDependencies)) == CUDA_SUCCESS) {
-    emu_capture *c = calloc(1, sizeof(*c));
-    if (c == NULL || deps_set(hStream, (struct CUgraphNode_st *const *)dependencies, numDependencies) !=
-                         CUDA_SUCCESS) {
-      free(c);
-      hStream->ndeps = 0;
-      r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-      c->id = cgrt__emu_next_id();
-      c->graph = hGraph;
-      c->to_graph = 1;
-      c->mode = mode;
-      c->thread = cgrt__emu_thread_id();
-      c->origin = hStream;
-      c->next = g_captures;
-      g_captures = c;
-      hStream->cap = c;
-    }
-  }
+  r = hGraph == NULL ? CUDA_ERROR_INVALID_HANDLE : capture_start(hStream, hGraph, dependencies, numDependencies, mode);
   cgrt__emu_unlock();
   return r;
 }

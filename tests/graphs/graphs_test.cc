@@ -47,14 +47,22 @@ class GraphsTest : public ::testing::Test {
   void make_set(const cgrt_graphs_options *o) {
     CGRT_ASSERT_OK(cgrt_graphs_create(rt, o, &set));
   }
-  void default_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE) {
+  void default_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
     cgrt_graphs_options o;
     eng.options(&o, descs);
     o.replay_mode = mode;
+    o.device_patch = device_patch;
     make_set(&o);
     CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   }
   cgrt_status sync() { return cgrt_runtime_synchronize(rt); }
+  // Steps that ran without an eager twin: copy the replayed KV cache to the reference's.
+  void sync_reference_kv() {
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+  }
 
   // Current addresses of the set's buffers (a, as moved by bindings).
   std::vector<CUdeviceptr> cur;
@@ -244,11 +252,7 @@ TEST_F(GraphsTest, RebindingPatchesOnlyAffectedNodesIncludingForeignKernels) {
 // nodes still on the host.
 TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
   start();
-  cgrt_graphs_options o;
-  eng.options(&o, descs);
-  o.device_patch = 1;
-  make_set(&o);
-  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  default_set(CGRT_REPLAY_POINTER_UPDATE, 1);
   if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
     GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image "
                     "(kernels/graph_patch.cu is linked with the device runtime)";
@@ -413,11 +417,7 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
     start();
-    cgrt_graphs_options o;
-    eng.options(&o, descs);
-    o.device_patch = device_patch;
-    make_set(&o);
-    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    default_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
     init_cur();
     const size_t xbytes = eng.a.bytes[synth::X];
     CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
@@ -439,11 +439,7 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
       const cgrt_binding b = {synth::X, xs[(i + 1) % 2], 0};
       CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &b, 1));
     }
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
-    // Those steps had no eager twin: bring the reference's KV cache in line.
-    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
-              CUDA_SUCCESS);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    sync_reference_kv();  // those steps had no eager twin
     step_and_check(CGRT_GRAPH_DECODE, 5, use(1), "decode bucket of 8 after 301 moves");
     step_and_check(CGRT_GRAPH_BLOCK, 3, use(1), "block bucket of 12 after 301 moves");
     step_and_check(CGRT_GRAPH_DECODE, 5, use(0), "decode bucket of 8, one more move");
@@ -460,11 +456,7 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
     start();
-    cgrt_graphs_options o;
-    eng.options(&o, descs);
-    o.device_patch = device_patch;
-    make_set(&o);
-    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    default_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
     init_cur();
     const size_t xbytes = eng.a.bytes[synth::X];
     const CUdeviceptr x1 = eng.alloc(xbytes), out1 = eng.alloc(eng.a.bytes[synth::OUT]),
@@ -484,10 +476,8 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
                                         : cgrt_binding{synth::OUT, outs[i % 2], 0};
       CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &b, 1));
     }
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
     // Those steps had no eager twin: bring the reference's KV cache, x and y in line.
-    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
-              CUDA_SUCCESS);
+    sync_reference_kv();
     ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(y1, eng.b.p[synth::Y], eng.a.bytes[synth::Y], nullptr), CUDA_SUCCESS);
     ASSERT_EQ(sync(), CGRT_SUCCESS);
     eng.upload(eng.b.p[synth::X], x1_content.data(), xbytes);
@@ -1185,10 +1175,7 @@ void GraphsTest::fault_step(int device_patch) {
   // Host patching: attn, scale and memcpy node updates + metadata + launch; device
   // patching: the memcpy node + launch (the kernel nodes go through the mailbox).
   ASSERT_GE(n, device_patch ? 2u : 4u);
-  // That step had no eager twin: bring the reference's KV cache in line.
-  ASSERT_EQ(sync(), CGRT_SUCCESS);
-  ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(sync(), CGRT_SUCCESS);  // 3 node updates (attn, scale, memcpy) + metadata + launch
+  sync_reference_kv();  // that step had no eager twin
   for (unsigned long i = 1; i <= n; i++) {
     int w = (int)(i % 2);
     eng.randomize(rng, xs[w], eng.b.p[synth::X], eng.max_rows);
@@ -1202,11 +1189,8 @@ void GraphsTest::fault_step(int device_patch) {
     std::string sym = cgrt_fault_last_symbol();
     cgrt_fault_set(nullptr);
     EXPECT_TRUE(st == CGRT_SUCCESS || st == CGRT_ERROR_DRIVER) << i << " " << sym << " " << cgrt_status_name(st);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
-    // A step that ran (the fault fell past its calls) had no eager twin: resync the KV.
-    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
-              CUDA_SUCCESS);
-    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // A step that ran (the fault fell past its calls) had no eager twin.
+    sync_reference_kv();
     // The same step again succeeds and matches eager.
     step_and_check(CGRT_GRAPH_DECODE, reqs, bind, "after a step fault");
     if (HasFailure()) {
