@@ -269,7 +269,9 @@ struct IC {
 // CTA (the no-op combine leaves them there). A one-stage range runs its stage twice
 // (stamps 8 and 9: scores and end of the second pass), so the second pass shows the
 // stage's cost with warm instruction caches; its results are wrong (diagnostics only).
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0>
+// WROW = 1 (cgrt_mla_split_m16_row, CGRT_MLA_COPY=row; written in the third session and
+// not yet run on a GPU, A/B only): KV stages copied one token row per warp.
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -369,14 +371,35 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         if (threadIdx.x == 0 && base0 == nullptr) stamp[11] = 1; // waits for the entry
         mark(2);
       }
+      if (WROW) {
+        // Warp w copies token rows w, w + NW, ...: the 72 chunks of a row as lane, lane +
+        // 32 and (lanes < 8) lane + 64, so a row costs one address and three copies with
+        // immediate offsets instead of a division and a select per chunk.
+        constexpr int NW = NT / 32;
+        static_assert(TS % NW == 0, "whole rows per warp");
 #pragma unroll
-      for (int i = 0; i < (TS * CHUNKS + NT - 1) / NT; i++) {
-        const int id = tid + i * NT;
-        if ((TS * CHUNKS) % NT == 0 || id < TS * CHUNKS) {
-          const int tok = id / CHUNKS, ch = id - tok * CHUNKS;
+        for (int k = 0; k < TS / NW; k++) {
+          const int tok = warp + k * NW;
           const bool ok = tb + tok < len;
-          const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
-          cp_async16(smem_u32(dst + tok * KSTR + ch * 8), ok ? src + ch * 8 : kv, ok ? 16 : 0);
+          // Past the row's length the copies zero-fill (0 source bytes); their address
+          // stays inside the stage's page, as for the tokens before it.
+          const bf16 *src = (TS <= 16 || tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D) + lane * 8;
+          const unsigned d = smem_u32(dst + tok * KSTR + lane * 8);
+          const int nb = ok ? 16 : 0;
+          cp_async16(d, src, nb);
+          cp_async16(d + 512, src + 256, nb);
+          if (lane < CHUNKS - 64) cp_async16(d + 1024, src + 512, nb);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < (TS * CHUNKS + NT - 1) / NT; i++) {
+          const int id = tid + i * NT;
+          if ((TS * CHUNKS) % NT == 0 || id < TS * CHUNKS) {
+            const int tok = id / CHUNKS, ch = id - tok * CHUNKS;
+            const bool ok = tb + tok < len;
+            const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
+            cp_async16(smem_u32(dst + tok * KSTR + ch * 8), ok ? src + ch * 8 : kv, ok ? 16 : 0);
+          }
         }
       }
     };
@@ -706,6 +729,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGR
 // two-stage 32-token pipeline, longer ones the default m16 pipeline.
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+// The auto kernel with the row-per-warp KV copies (CGRT_MLA_COPY=row, A/B; see WROW).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_row(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 // The auto kernel with per-CTA timestamps into out (CGRT_MLA_SPLIT=prof, diagnostics).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_prof(CGRT_MLA_SPLIT_PARAMS) {

@@ -171,6 +171,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
         p->s.parts = parts > 0 ? parts : 1;
       }
     }
+    e = getenv("CGRT_MLA_COPY"); /* row: the auto kernel with one KV token row per warp
+                                   * (cgrt_mla_split_m16_row; A/B, not yet run on a GPU) */
+    if (e && !strcmp(e, "row") && !strcmp(split_name, "cgrt_mla_split_m16_auto"))
+      split_name = "cgrt_mla_split_m16_row";
     e = getenv("CGRT_MLA_PARTS"); /* ranges P (grid.y); more than fit at once: the
                                       * hardware balances the later ones */
     if (e && atoi(e) > 0 && atoi(e) <= 65535) p->s.parts = atoi(e);
@@ -194,7 +198,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
      * (kernels/mla_decode.cu) only. */
-    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16_prof") || !strcmp(split_name, "cgrt_mla_split_m16") ||
+    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16_prof") ||
+                    !strcmp(split_name, "cgrt_mla_split_m16_row") || !strcmp(split_name, "cgrt_mla_split_m16") ||
                     !strcmp(split_name, "cgrt_mla_split_m64");
     const int ours = own || !strcmp(split_name, "cgrt_mla_split_m16_ts32") ||
                      !strcmp(split_name, "cgrt_mla_split_m64_ts32") || !strcmp(split_name, "cgrt_mla_split_m16_s3");
