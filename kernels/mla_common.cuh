@@ -39,6 +39,8 @@
 /* The previous m64 pipeline (two 32-token stages, 56-68 B of register spill), for A/B
  * runs (CGRT_MLA_SPLIT=m64ts32): cgrt_mla_split_m64_ts32. */
 #define CGRT_MLA_M64_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 2, 32)
+/* One CTA per SM of four 32-token stages (CGRT_MLA_SPLIT=deep): 165888 B. */
+#define CGRT_MLA_M16_DEEP_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 4, 32)
 /* Three CTAs per SM of three 16-token stages (CGRT_MLA_SPLIT=s3): 64256 B each. */
 #define CGRT_MLA_M16_S3_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 3, 16)
 /* Defaults of the variant knobs (kernels/mla_plan.c): the m16 split kernel ("auto" =

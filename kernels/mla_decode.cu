@@ -269,9 +269,13 @@ struct IC {
 // CTA (the no-op combine leaves them there). A one-stage range runs its stage twice
 // (stamps 8 and 9: scores and end of the second pass), so the second pass shows the
 // stage's cost with warm instruction caches; its results are wrong (diagnostics only).
-// WROW = 1 (cgrt_mla_split_m16_row, CGRT_MLA_COPY=row; written in the third session and
-// not yet run on a GPU, A/B only): KV stages copied one token row per warp.
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 0>
+// WROW = 1 (the default since the fourth session): KV stages copied one token row per
+// warp; WROW = 0 (cgrt_mla_split_m16_chunk, CGRT_MLA_COPY=chunk, A/B only): the previous
+// copies, 16-byte chunk i of the stage to thread i % NT (a division and selects each).
+// BTA = 1 (default since the fourth session): block-table entries read one stage ahead
+// of the copies; BTA = 0 (cgrt_mla_split_m16_nobta, CGRT_MLA_BTA=0, A/B only): read by
+// the stage's own copy issue.
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -357,16 +361,20 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     // the page of tb, tokens 16-31 in the page of tb + 16; a 16-token stage lies in one.
     // The block-table entries are read up front so that the copies do not wait on one
     // lookup each.
-    auto load_tile = [&](int j, int stage) {
+    // The entries are read one stage ahead of the copies that use them (bt_of below), so
+    // that issuing a stage does not wait for a dependent global load: on the H200 that
+    // wait was ~15% of the warps' stall samples at (32,16,8192) (NOTES.md, seventh pass).
+    auto bt_of = [&](int j, long long &pg0, long long &pg1) {
+      const int tb = j * TS;
+      pg0 = __ldg(btr + (tb >> ps_shift));
+      pg1 = TS > 16 && tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
+    };
+    auto load_tile = [&](int j, int stage, long long pg0, long long pg1) {
       bf16 *dst = skv + stage * TS * KSTR;
       const int tb = j * TS;
-      const long long pg0 = __ldg(btr + (tb >> ps_shift));
       const bf16 *base0 = kv + (pg0 * ps + (tb & (ps - 1))) * D;
       const bf16 *base1 = base0;
-      if (TS > 16) {
-        const long long pg1 = tb + 16 < len ? (long long)__ldg(btr + ((tb + 16) >> ps_shift)) : pg0;
-        base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
-      }
+      if (TS > 16) base1 = kv + (pg1 * ps + ((tb + 16) & (ps - 1))) * D;
       if (PROF && stamp[2] == 0) {
         if (threadIdx.x == 0 && base0 == nullptr) stamp[11] = 1; // waits for the entry
         mark(2);
@@ -426,10 +434,19 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       cp_commit();
     }
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-      if (s < n) load_tile(sa + s, s);
-      cp_commit();
+    {
+      long long pe0[STAGES - 1], pe1[STAGES - 1]; // all entries first: their loads overlap
+#pragma unroll
+      for (int s = 0; s < STAGES - 1; s++)
+        if (s < n) bt_of(sa + s, pe0[s], pe1[s]);
+#pragma unroll
+      for (int s = 0; s < STAGES - 1; s++) {
+        if (s < n) load_tile(sa + s, s, pe0[s], pe1[s]);
+        cp_commit();
+      }
     }
+    long long ne0 = 0, ne1 = 0; // entries of the next stage to issue (sa + STAGES - 1 + it)
+    if (BTA && STAGES - 1 < n) bt_of(sa + STAGES - 1, ne0, ne1);
     if (r == lo) mark(3);
 
     // Q fragments of this warp's 144 columns (A operand layout of m16n8k16).
@@ -466,8 +483,10 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       if (r == lo && it == 0) mark(4);
       {
         const int nx = it + STAGES - 1;
-        if (nx < n) load_tile(sa + nx, nx % STAGES);
+        if (!BTA && nx < n) bt_of(sa + nx, ne0, ne1);
+        if (nx < n) load_tile(sa + nx, nx % STAGES, ne0, ne1);
         cp_commit();
+        if (BTA && nx + 1 < n) bt_of(sa + nx + 1, ne0, ne1);
       }
       const bf16 *sk = skv + (is % STAGES) * TS * KSTR;
 
@@ -503,43 +522,56 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
       if (r == lo && it == 0) mark(5);
       if (r == lo && it == 1) mark(9);
+      // Scores stay unscaled until the exponent: softmax_scale > 0 (cgrt_mla_decode checks
+      // it), so the row maximum commutes with the scale and ex2(s * sl2 - m) is one FFMA
+      // and one MUFU per score. Tokens past len only exist in a row's last stage.
       const int tok0 = (sa + is) * TS + 2 * t4;
+      if ((sa + is + 1) * TS > len) {
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            if (tok0 + j * 8 + e >= len) s[j][e] = s[j][2 + e] = -INFINITY;
+          }
+        }
+      }
       float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
       for (int j = 0; j < NB; j++) {
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const bool ok = tok0 + j * 8 + e < len;
-          s[j][e] = ok ? s[j][e] * sl2 : -INFINITY;
-          s[j][2 + e] = ok ? s[j][2 + e] * sl2 : -INFINITY;
-          mx0 = fmaxf(mx0, s[j][e]);
-          mx1 = fmaxf(mx1, s[j][2 + e]);
-        }
+        mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
       }
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
-      m0 = mn0;
-      m1 = mn1;
+      // Every stage holds a token below len, so mx is finite and so are mn0 and mn1.
+      const float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);
       float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
       for (int j = 0; j < NB; j++) {
-        s[j][0] = ex2(s[j][0] - mn0);
-        s[j][1] = ex2(s[j][1] - mn0);
-        s[j][2] = ex2(s[j][2] - mn1);
-        s[j][3] = ex2(s[j][3] - mn1);
+        s[j][0] = ex2(fmaf(s[j][0], sl2, -mn0));
+        s[j][1] = ex2(fmaf(s[j][1], sl2, -mn0));
+        s[j][2] = ex2(fmaf(s[j][2], sl2, -mn1));
+        s[j][3] = ex2(fmaf(s[j][3], sl2, -mn1));
         rs0 += s[j][0] + s[j][1];
         rs1 += s[j][2] + s[j][3];
       }
-      l0 = l0 * al0 + rs0;
-      l1 = l1 * al1 + rs1;
+      // Rescale O and l only when a row maximum of the warp grew (after the first stages
+      // it rarely does); the first stage takes this branch with m = -inf (factor 0).
+      if (__any_sync(0xffffffffu, mn0 != m0 || mn1 != m1)) {
+        const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
+        l0 *= al0;
+        l1 *= al1;
 #pragma unroll
-      for (int j = 0; j < 16; j++) {
-        o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1;
+        for (int j = 0; j < 16; j++) {
+          o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1;
+        }
       }
+      m0 = mn0;
+      m1 = mn1;
+      l0 += rs0;
+      l1 += rs1;
       uint32_t pa[KK][4];
 #pragma unroll
       for (int kk = 0; kk < KK; kk++) {
@@ -730,9 +762,21 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_ts32(CGR
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1>(CGRT_MLA_SPLIT_ARGS);
 }
-// The auto kernel with the row-per-warp KV copies (CGRT_MLA_COPY=row, A/B; see WROW).
-extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_row(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1>(CGRT_MLA_SPLIT_ARGS);
+// The auto kernel with the previous chunk-per-thread KV copies (CGRT_MLA_COPY=chunk,
+// A/B; see WROW).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_chunk(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 0>(CGRT_MLA_SPLIT_ARGS);
+}
+// The auto kernel with the block-table entries read by each stage's copy issue
+// (CGRT_MLA_BTA=0, A/B; see BTA).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_nobta(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1, 0>(CGRT_MLA_SPLIT_ARGS);
+}
+// One CTA per SM with four 32-token stages, three of them in flight while it computes
+// one (CGRT_MLA_SPLIT=deep, A/B): for short batches, whose ranges of a few tiles then
+// load at once instead of one stage per compute step.
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, 4, 32, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 // The auto kernel with per-CTA timestamps into out (CGRT_MLA_SPLIT=prof, diagnostics).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_prof(CGRT_MLA_SPLIT_PARAMS) {
@@ -769,19 +813,22 @@ extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts32(CGR
 // head h of row r, W = 512 / nz (nz = 1, 2 or 4, chosen per launch so that short
 // batches still spread over the SMs); the 8 warps take every 8th partial, 8 float4 loads
 // in flight per lane, and reduce through shared memory.
+// One round trip after the metadata: each warp loads the LSE and the values of its
+// partials together and merges them online against its own running maximum; the warps'
+// maxima meet in shared memory at the end (the previous version loaded every LSE for the
+// block's maximum first, one dependent global round trip more).
 template <int K4>
 __device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
                                              const float *__restrict__ part_lse, bf16 *__restrict__ out,
                                              float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
-                                             int col0, float4 *sacc, float *swsum) {
+                                             int col0, float4 *sacc, float *swsum, float *swmax) {
   constexpr int W4 = 32 * K4; // float4 columns of this CTA
   constexpr int U = 8 / K4;   // partials per batch
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
   float4 acc[K4];
 #pragma unroll
   for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
+  float wsum = 0.f, mx = -INFINITY; // a warp without partials keeps -inf and adds 0
   for (int i = warp; i < n; i += 8 * U) {
     float w[U];
     float4 v[U][K4];
@@ -795,9 +842,19 @@ __device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
 #pragma unroll
       for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    float mn = mx; // partial idx = i is valid, so mn is finite from here on
+#pragma unroll
+    for (int u = 0; u < U; u++) mn = fmaxf(mn, w[u]);
+    const float al = __expf(mx - mn);
+    mx = mn;
+    wsum *= al;
+#pragma unroll
+    for (int k = 0; k < K4; k++) {
+      acc[k].x *= al; acc[k].y *= al; acc[k].z *= al; acc[k].w *= al;
+    }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const float e = __expf(w[u] - mx);
+      const float e = __expf(w[u] - mn);
       wsum += e;
 #pragma unroll
       for (int k = 0; k < K4; k++) {
@@ -808,21 +865,31 @@ __device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
   }
 #pragma unroll
   for (int k = 0; k < K4; k++) sacc[warp * W4 + lane + 32 * k] = acc[k];
-  if (lane == 0) swsum[warp] = wsum;
+  if (lane == 0) {
+    swsum[warp] = wsum;
+    swmax[warp] = mx;
+  }
   __syncthreads();
-  const float ws = ((swsum[0] + swsum[1]) + (swsum[2] + swsum[3])) +
-                   ((swsum[4] + swsum[5]) + (swsum[6] + swsum[7]));
+  float M = swmax[0]; // warp 0 holds partial 0: finite
+#pragma unroll
+  for (int w = 1; w < 8; w++) M = fmaxf(M, swmax[w]);
+  float f[8], ws = 0.f;
+#pragma unroll
+  for (int w = 0; w < 8; w++) {
+    f[w] = __expf(swmax[w] - M); // 0 for a warp without partials
+    ws += swsum[w] * f[w];
+  }
   const int t = threadIdx.x;
   if (t < W4) {
-    float4 v = sacc[t];
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 1; w < 8; w++) {
+    for (int w = 0; w < 8; w++) {
       const float4 x = sacc[w * W4 + t];
-      v.x += x.x; v.y += x.y; v.z += x.z; v.w += x.w;
+      v.x += f[w] * x.x; v.y += f[w] * x.y; v.z += f[w] * x.z; v.w += f[w] * x.w;
     }
     store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, v, 1.f / ws);
   }
-  if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = mx + logf(ws);
+  if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(ws);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -830,7 +897,7 @@ extern "C" __global__ void __launch_bounds__(256)
                      const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
                      int rows, int qh) {
   __shared__ float4 sacc[8 * 128];
-  __shared__ float swsum[8];
+  __shared__ float swsum[8], swmax[8];
   // Programmatic dependent launch: wait for the split kernel's partials.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
@@ -842,9 +909,9 @@ extern "C" __global__ void __launch_bounds__(256)
   if (pl == pf) return;
   const int slot0 = r + pf, n = pl - pf + 1;
   const int col0 = blockIdx.z * (DV / nz);
-  if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
-  else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
-  else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum);
+  if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

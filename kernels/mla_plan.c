@@ -161,6 +161,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
        * m16 default; the dynamic shared memory of the larger layout. */
       split_name = !strcmp(e, "prof") ? "cgrt_mla_split_m16_prof" : "cgrt_mla_split_m16_auto";
       p->s.smem = CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM;
+    } else if (e && !strcmp(e, "deep") && !p->s.m64) {
+      /* One CTA per SM with four 32-token stages (three in flight): P from 1 CTA per SM. */
+      split_name = "cgrt_mla_split_m16_deep";
+      p->s.smem = CGRT_MLA_M16_DEEP_SMEM;
+      {
+        const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) / p->s.groups;
+        p->s.parts = parts > 0 ? parts : 1;
+      }
     } else if (e && !strcmp(e, "s3") && !p->s.m64) {
       /* Three CTAs of three 16-token stages per SM: P from 3 CTAs per SM. */
       split_name = "cgrt_mla_split_m16_s3";
@@ -171,10 +179,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
         p->s.parts = parts > 0 ? parts : 1;
       }
     }
-    e = getenv("CGRT_MLA_COPY"); /* row: the auto kernel with one KV token row per warp
-                                   * (cgrt_mla_split_m16_row; A/B, not yet run on a GPU) */
-    if (e && !strcmp(e, "row") && !strcmp(split_name, "cgrt_mla_split_m16_auto"))
-      split_name = "cgrt_mla_split_m16_row";
+    e = getenv("CGRT_MLA_COPY"); /* chunk: the auto kernel with the previous KV copies, one
+                                   * 16-byte chunk per thread (cgrt_mla_split_m16_chunk) */
+    if (e && !strcmp(e, "chunk") && !strcmp(split_name, "cgrt_mla_split_m16_auto"))
+      split_name = "cgrt_mla_split_m16_chunk";
+    e = getenv("CGRT_MLA_BTA"); /* 0: the auto kernel reading each stage's block-table
+                                  * entries when it issues the stage (cgrt_mla_split_m16_nobta) */
+    if (e && !strcmp(e, "0") && !strcmp(split_name, "cgrt_mla_split_m16_auto"))
+      split_name = "cgrt_mla_split_m16_nobta";
     e = getenv("CGRT_MLA_PARTS"); /* ranges P (grid.y); more than fit at once: the
                                       * hardware balances the later ones */
     if (e && atoi(e) > 0 && atoi(e) <= 65535) p->s.parts = atoi(e);
@@ -199,7 +211,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
      * (kernels/mla_decode.cu) only. */
     const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16_prof") ||
-                    !strcmp(split_name, "cgrt_mla_split_m16_row") || !strcmp(split_name, "cgrt_mla_split_m16") ||
+                    !strcmp(split_name, "cgrt_mla_split_m16_chunk") ||
+                    !strcmp(split_name, "cgrt_mla_split_m16_deep") || !strcmp(split_name, "cgrt_mla_split_m16_nobta") || !strcmp(split_name, "cgrt_mla_split_m16") ||
                     !strcmp(split_name, "cgrt_mla_split_m64");
     const int ours = own || !strcmp(split_name, "cgrt_mla_split_m16_ts32") ||
                      !strcmp(split_name, "cgrt_mla_split_m64_ts32") || !strcmp(split_name, "cgrt_mla_split_m16_s3");
@@ -346,8 +359,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_decode: num_rows %d must be in 1..%d (max_rows) and a multiple "
                       "of block_len %d", a->num_rows, p->max_rows, p->o.block_len);
-  if (!isfinite(a->softmax_scale))
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: softmax_scale is not finite");
+  if (!isfinite(a->softmax_scale) || !(a->softmax_scale > 0.f))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: softmax_scale is %g; it must be finite and > 0", (double)a->softmax_scale);
 
   /* Same addresses every step once reserved (requests that fit are allowed during
    * capture); asked each time so that a grown reservation before the lock is followed. */

@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 QUICK=${QUICK:-0}
 AB=--ab
 [ "$QUICK" = 1 ] && AB=
-timeout 150 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
+timeout 240 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
 echo "mla_decode_bench rc=$?" >> "$O/mla_bench.log"
 if [ "$QUICK" != 1 ]; then
   timeout 90 "$B/replay_latency" > "$O/replay_cgrt.json" 2> "$O/replay.log"
@@ -42,9 +42,9 @@ run c_api_test 60 "$B/c_api_test"
 run graphs_test 150 "$B/graphs_test"
 run mla_test 200 "$B/mla_test"
 run mla_wgmma_test 150 "$B/mla_wgmma_test"
-# The 16-head split kernel with one KV token row per warp (CGRT_MLA_COPY=row, A/B variant
-# "rowcopy" of the benchmark): correctness on the GPU before its timing is trusted.
-run mla_test_rowcopy 200 env CGRT_MLA_COPY=row "$B/mla_test"
+# The one-CTA-per-SM 16-head split kernel (CGRT_MLA_SPLIT=deep, A/B variant "deep" of the
+# benchmark): correctness on the GPU before its timing is trusted.
+run mla_test_deep 200 env CGRT_MLA_SPLIT=deep "$B/mla_test"
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
 run engine_demo 200 "$B/engine_demo" 3000

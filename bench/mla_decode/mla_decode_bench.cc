@@ -40,7 +40,7 @@ static cgrt_runtime *rt;
 
 // Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
 static void set_envs(const char *envs) {
-  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
+  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS", "CGRT_MLA_FINISH",
                         "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN"}) unsetenv(k);
   if (!envs) return;
@@ -380,8 +380,19 @@ int main(int argc, char **argv) {
       // Fifth pass: 64 query heads per CTA run cgrt_mla_split_m64_wgmma by default; "mma"
       // is the previous mma.sync kernel (cgrt_mla_split_m64).
       if (heads >= 48) vs.push_back({"mma", W, "CGRT_MLA_SPLIT=mma", nullptr, {}, {}});
-      // Seventh pass (prepared in the third session): KV copies one token row per warp.
-      if (heads <= 32) vs.push_back({"rowcopy", W, "CGRT_MLA_COPY=row", nullptr, {}, {}});
+      // Seventh pass (fourth session): KV copies one token row per warp are the default;
+      // "chunkcopy" is the previous copy loop. "deep": one CTA per SM with three 32-token
+      // stages in flight (a short batch's range loads at once).
+      if (heads <= 32) {
+        vs.push_back({"chunkcopy", W, "CGRT_MLA_COPY=chunk", nullptr, {}, {}});
+        vs.push_back({"nobta", W, "CGRT_MLA_BTA=0", nullptr, {}, {}});
+        if (batch <= 32) vs.push_back({"deep", W, "CGRT_MLA_SPLIT=deep", nullptr, {}, {}});
+      }
+      if (heads <= 32 && batch <= 4) {
+        vs.push_back({"deep_mt2", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+        vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
+        vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
+      }
       // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});

@@ -131,7 +131,7 @@ typedef struct cgrt_mla_args {
   CUdeviceptr lse;         /* fp32 [num_rows, q_heads], natural log */
   int num_rows;            /* rows of this step (the captured bucket, padding included):
                             * 1..max_rows, a multiple of block_len */
-  float softmax_scale;     /* applied to q . k; finite */
+  float softmax_scale;     /* applied to q . k; finite and > 0 */
 } cgrt_mla_args;
 
 /* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE). Fixed

@@ -311,6 +311,12 @@ TEST_F(Mla, BadArguments) {
   b = a;
   b.softmax_scale = NAN;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
+  for (float bad : {0.f, -0.07f}) {  // the kernels fold a positive scale into the exponent
+    b = a;
+    b.softmax_scale = bad;
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
+    EXPECT_NE(std::string(cgrt_last_error()).find("softmax_scale"), std::string::npos);
+  }
   b = a;
   b.size = 4;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mla_decode(p, nullptr, &b));
