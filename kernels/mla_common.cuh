@@ -75,6 +75,15 @@
 /* In-kernel merge (CGRT_MLA_FINISH=n: the _fin split kernel for steps of <= n rows):
  * default off (0): on the H200 +6% at batch 1, +35% at batch 4, +5..19% at 32+ rows
  * against split + combine kernel (fourth pass, bench/mla_decode/NOTES.md). */
+/* Steps of <= n rows (CGRT_MLA_DEEP_ROWS=n overrides) run cgrt_mla_split_m16_deep (one
+ * CTA per SM, three 32-token stages in flight) with ranges of >= CGRT_MLA_MIN_TILES_DEEP
+ * tiles, where the plan's kernel is the default 16-head one and the combine strategy the
+ * workspace: on the H200 -6.8% at (1,16,8192) in graph, +3.5% at batch 4 and +13% at
+ * batch 32 (seventh pass, bench/mla_decode/NOTES.md). */
+#ifndef CGRT_MLA_DEFAULT_DEEP_ROWS
+#define CGRT_MLA_DEFAULT_DEEP_ROWS 1
+#endif
+#define CGRT_MLA_MIN_TILES_DEEP 2
 #ifndef CGRT_MLA_DEFAULT_FINISH_ROWS
 #define CGRT_MLA_DEFAULT_FINISH_ROWS 0
 #endif

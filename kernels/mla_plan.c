@@ -37,6 +37,9 @@ struct cgrt_mla_plan {
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
   int fin_smem;              /* dynamic shared memory of the _fin kernel */
   CUfunction f_fin;          /* the _fin split kernel (finish > 0) */
+  int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
+  int deep_parts;            /* its ranges P: one CTA per SM */
+  CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -206,6 +209,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->finish = e && atoi(e) > 0 ? atoi(e) : CGRT_MLA_DEFAULT_FINISH_ROWS;
     e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
+    e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
+    p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
   }
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
@@ -225,6 +230,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->fin_smem = p->s.m64 ? CGRT_MLA_M64_SMEM
                            : (CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM);
   }
+  /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
+   * kernel and with the workspace combine (the configuration it was measured in). */
+  if (strcmp(split_name, "cgrt_mla_split_m16_auto") || o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
+    p->deep_rows = 0;
+  {
+    const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) / p->s.groups;
+    p->deep_parts = parts > 0 ? parts : 1;
+  }
   if (p->noop == 1) split_name = "cgrt_mla_noop_split";
   p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
@@ -234,9 +247,16 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
                                    &p->f_comb)) ||
       (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
                                                  : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
-                                                 &p->f_fin)))) {
+                                                 &p->f_fin))) ||
+      (p->deep_rows && (st = cgrt__runtime_function(rt, "cgrt_mla_split_m16_deep", &p->f_deep)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
+  }
+  if (p->deep_rows) {
+    st = CGRT__CU(rt->drv, cuFuncSetAttribute,
+                  (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CGRT_MLA_M16_DEEP_SMEM),
+                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the deep split kernel's shared memory");
+    if (st) goto fail;
   }
   if (p->finish) {
     st = CGRT__CU(rt->drv, cuFuncSetAttribute,
@@ -388,8 +408,12 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     counters += p->counter_offset * sizeof(unsigned);
   }
 
-  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = p->s.parts;
-  int min_tiles = p->align ? -p->min_tiles : p->min_tiles, qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
+  /* Steps of <= deep_rows rows: one CTA per SM, ranges of >= CGRT_MLA_MIN_TILES_DEEP tiles. */
+  const int deep = !fin && p->deep_rows > 0 && a->num_rows <= p->deep_rows;
+  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = deep ? p->deep_parts : p->s.parts;
+  int min_tiles = deep ? CGRT_MLA_MIN_TILES_DEEP : p->min_tiles;
+  min_tiles = p->align ? -min_tiles : min_tiles;
+  int qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
   int ps = p->o.page_size, alt_max = p->alt_max;
   float scale = a->softmax_scale;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
@@ -425,11 +449,11 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)p->s.threads;
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : p->s.smem);
+  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : deep ? CGRT_MLA_M16_DEEP_SMEM : p->s.smem);
   cfg.hStream = stream;
   cfg.attrs = p->pdl ? &attr : NULL;
   cfg.numAttrs = p->pdl ? 1 : 0;
-  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : p->f_split, split_args, NULL);
+  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : deep ? p->f_deep : p->f_split, split_args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
   if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE && !fin) {

@@ -53,12 +53,15 @@ run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
 # after the set was captured are reported out of bounds by compute-sanitizer (CUDA 13.0)
 # at the exact start of that live allocation ("inside the nearest allocation"), and
 # aborted; plain runs of the same tests pass and match eager results. The WHILE tests
-# therefore run under memcheck in their own process, less the one that rebinds every
-# buffer to a new allocation before a WHILE draft (bench/replay_latency/NOTES.md).
+# therefore run under memcheck in their own process, less the two that move buffers to
+# new allocations before a WHILE draft (bench/replay_latency/NOTES.md; the second one,
+# BodyNodeUpdateRefusedFallsBackToReinstantiation, hit the same sanitizer-only fault on
+# 2026-11-29 in the fourth session, after passing under memcheck in the third, and its
+# sticky CUDA_ERROR_ILLEGAL_ADDRESS then failed the next test in that process).
 run memcheck_graphs 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/graphs_test" \
   --gtest_filter='GraphsTest.*'
 run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no "$B/graphs_test" \
-  --gtest_filter='WhileDraftTest.*-WhileDraftTest.RebindingBeforeAWhileDraftMatchesEager'
+  --gtest_filter='WhileDraftTest.*-WhileDraftTest.RebindingBeforeAWhileDraftMatchesEager:WhileDraftTest.BodyNodeUpdateRefusedFallsBackToReinstantiation'
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_m16 240 compute-sanitizer --tool racecheck "$B/mla_test" \

@@ -54,6 +54,27 @@ TEST_F(Mla, MixedLengthsUpTo32768) {
   }
 }
 
+// Steps of one row run cgrt_mla_split_m16_deep (one CTA per SM, ranges of >= 2 tiles;
+// CGRT_MLA_DEFAULT_DEEP_ROWS) with the workspace combine: lengths from one token to one
+// tile past a range, a padding row, 8 / 16 / 32 heads, every page size.
+TEST_F(Mla, SingleRowSteps) {
+  std::vector<int> lens = {1, 31, 33, 700, 0, emulated_ ? 2000 : 8192};
+  if (!emulated_) lens.push_back(32768);
+  int i = 0;
+  for (int h : {8, 16, 32})
+    for (int len : lens)
+      for (cgrt_mla_combine cb : kBoth) {
+        Case c;
+        c.reqs = 1;
+        c.heads = h;
+        c.page_size = 16 << (i++ % 3);
+        c.lens = {len};
+        c.combine = cb;
+        check(c, ("1 row, heads " + std::to_string(h) + ", len " + std::to_string(len) +
+                  (cb ? " counters" : " workspace")).c_str());
+      }
+}
+
 TEST_F(Mla, PaddingRows) {
   for (cgrt_mla_combine cb : kBoth) {
     Case c;
