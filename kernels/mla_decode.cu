@@ -275,7 +275,12 @@ struct IC {
 // BTA = 1 (default since the fourth session): block-table entries read one stage ahead
 // of the copies; BTA = 0 (cgrt_mla_split_m16_nobta, CGRT_MLA_BTA=0, A/B only): read by
 // the stage's own copy issue.
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1>
+// EARLY = 1 (cgrt_mla_split_m16_auto_early / _deep_early; cgrt_mla_options
+// .programmatic_launch = 2): with the fused schedule, the kernel reads seq_lens and the
+// first block-table entry before griddepcontrol.wait, so that under programmatic
+// dependent launch this prologue overlaps the kernel before it. Everything that kernel
+// may write (q, kv, the workspace and meta, out, lse) is read or written after the wait.
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -290,9 +295,13 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   bf16 *skv = reinterpret_cast<bf16 *>(smem);
   __shared__ int s_last;
 
-  // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  // Programmatic dependent launch: nothing above reads what the kernel before writes.
+  // EARLY with the fused schedule waits after the schedule instead (below).
+  const bool early = EARLY && seq_lens != nullptr;
+  if (!early) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+  }
   unsigned long long stamp[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   auto mark = [&](int k) {
     if (PROF && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[k]));
@@ -311,9 +320,24 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   // dependent kernel boundary for short batches.
   __shared__ int s_meta[2 * NT + 2];
   __shared__ int s_wsum[NT / 32];
-  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles, !early);
   mark(1);
   const int g = blockIdx.x, p = blockIdx.y;
+  if (early) {
+    // The first block-table entry of this CTA's range into L1 while the kernel before
+    // runs (seq_lens and block_table are not written by it: the option's contract).
+    const int T0 = mb[2 * rows], Pe0 = mb[2 * rows + 1];
+    if (T0 > 0 && p < Pe0) {
+      const int t0 = (int)((long long)p * T0 / Pe0);
+      const int r0 = cgrt_mla::first_row(mb + rows, rows, t0);
+      const int tok = (t0 - mb[rows + r0]) * TN;
+      const int *e = bt + (long long)(r0 / bl) * mbps + (tok >> (__ffs(ps) - 1));
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(e));
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+    cgrt_mla::publish_meta<NT>(mb, meta, rows);
+  }
   const int *row_len = mb;
   const int *ts = mb + rows;
   const int h_begin = g * hg;
@@ -772,6 +796,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_chunk(CG
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_nobta(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1, 0>(CGRT_MLA_SPLIT_ARGS);
 }
+// The auto and deep kernels with the early schedule (programmatic_launch = 2; see EARLY).
+extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto_early(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep_early(CGRT_MLA_SPLIT_PARAMS) {
+  mla_split<1, 4, 32, 0, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
+}
 // One CTA per SM with four 32-token stages, three of them in flight while it computes
 // one (CGRT_MLA_SPLIT=deep, A/B): for short batches, whose ranges of a few tiles then
 // load at once instead of one stage per compute step.
@@ -898,8 +929,10 @@ extern "C" __global__ void __launch_bounds__(256)
                      int rows, int qh) {
   __shared__ float4 sacc[8 * 128];
   __shared__ float swsum[8], swmax[8];
-  // Programmatic dependent launch: wait for the split kernel's partials.
+  // Programmatic dependent launch: wait for the split kernel's partials; the next
+  // kernel (e.g. the next layer's split) may then launch and run its prologue.
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
   const int *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
@@ -921,6 +954,7 @@ extern "C" __global__ void __launch_bounds__(256)
   __shared__ float4 sacc[4 * 256];
   __shared__ float sm[256], ss[256];
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
   const int *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];

@@ -87,6 +87,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   if (o.combine != CGRT_MLA_COMBINE_WORKSPACE && o.combine != CGRT_MLA_COMBINE_COUNTERS)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: unknown combine %d",
                       (int)o.combine);
+  if (o.programmatic_launch < 0 || o.programmatic_launch > 2)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: programmatic_launch %d is not 0, 1 or 2", o.programmatic_launch);
   if (o.lane < 0 || o.lane >= CGRT_MAX_LANES)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_create: lane %d is outside 0..%d", o.lane, CGRT_MAX_LANES - 1);
@@ -197,8 +200,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->alt_max = e && atoi(e) >= 0 && *e ? atoi(e) : CGRT_MLA_ALT_MAX_TILES;
     e = getenv("CGRT_MLA_COMB"); /* wide | narrow */
     p->wide = e && *e ? !strcmp(e, "wide") : CGRT_MLA_DEFAULT_WIDE;
-    e = getenv("CGRT_MLA_PDL");
-    p->pdl = e && !strcmp(e, "1");
+    e = getenv("CGRT_MLA_PDL"); /* 0 | 1 | 2: overrides options.programmatic_launch */
+    p->pdl = e && (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : o.programmatic_launch;
     e = getenv("CGRT_MLA_FUSE");
     p->fuse = !(e && !strcmp(e, "0"));
     e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
@@ -238,6 +241,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) / p->s.groups;
     p->deep_parts = parts > 0 ? parts : 1;
   }
+  /* programmatic_launch 2: the kernels with the early schedule where they exist. */
+  if (p->pdl == 2 && !strcmp(split_name, "cgrt_mla_split_m16_auto")) split_name = "cgrt_mla_split_m16_auto_early";
   if (p->noop == 1) split_name = "cgrt_mla_noop_split";
   p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
@@ -248,7 +253,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
                                                  : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
                                                  &p->f_fin))) ||
-      (p->deep_rows && (st = cgrt__runtime_function(rt, "cgrt_mla_split_m16_deep", &p->f_deep)))) {
+      (p->deep_rows && (st = cgrt__runtime_function(rt, p->pdl == 2 ? "cgrt_mla_split_m16_deep_early"
+                                                                    : "cgrt_mla_split_m16_deep", &p->f_deep)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
   }

@@ -75,12 +75,17 @@ __device__ __forceinline__ int ranges_in_use(int T, int P, int min_tiles, int ro
 // Fused schedule (seq_lens != nullptr, rows <= NT, whole CTA): the per-row lengths
 // (clamped to cap) and tile prefix sums as cgrt_mla_schedule computes them, into s_meta
 // (2 NT + 2 ints; s_wsum: NT / 32 ints); CTA (0, 0) also writes them to meta for the
-// combine kernel. Returns s_meta, or meta when seq_lens is nullptr (the schedule kernel
-// ran).
+// combine kernel, unless publish is false (then the caller calls publish_meta later).
+// Returns s_meta, or meta when seq_lens is nullptr (the schedule kernel ran).
+template <int NT>
+__device__ __forceinline__ void publish_meta(const int *s_meta, const int *meta, int rows) {
+  if (blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < 2 * rows + 2; i += NT) const_cast<int *>(meta)[i] = s_meta[i];
+}
 template <int NT>
 __device__ __forceinline__ const int *fused_schedule(int *s_meta, int *s_wsum, const int *__restrict__ seq_lens,
                                                      const int *meta, int rows, int bl, int cap, int P,
-                                                     int min_tiles) {
+                                                     int min_tiles, bool publish = true) {
   if (seq_lens == nullptr) return meta;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int len = 0;
@@ -110,8 +115,7 @@ __device__ __forceinline__ const int *fused_schedule(int *s_meta, int *s_wsum, c
     s_meta[2 * rows + 1] = ranges_in_use(incl, P, min_tiles, rows);
   }
   __syncthreads();
-  if (blockIdx.x == 0 && blockIdx.y == 0)
-    for (int i = tid; i < 2 * rows + 2; i += NT) const_cast<int *>(meta)[i] = s_meta[i];
+  if (publish) publish_meta<NT>(s_meta, meta, rows);
   return s_meta;
 }
 

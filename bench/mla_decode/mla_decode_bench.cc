@@ -397,6 +397,8 @@ int main(int argc, char **argv) {
       // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
+        // programmatic_launch 2: the split kernel's schedule before its PDL wait.
+        vs.push_back({"pdl_early", W, "CGRT_MLA_PDL=2", nullptr, {}, {}});
         vs.push_back({"wide", W, "CGRT_MLA_COMB=wide", nullptr, {}, {}});
         vs.push_back({"pdl_wide", W, "CGRT_MLA_PDL=1 CGRT_MLA_COMB=wide", nullptr, {}, {}});
       }

@@ -59,6 +59,18 @@ typedef struct cgrt_mla_options {
   cgrt_mla_combine combine; /* default CGRT_MLA_COMBINE_WORKSPACE */
   int lane;               /* workspace lane (0..CGRT_MAX_LANES-1) of the partials and of
                            * the plan's counters; default CGRT_LANE_TARGET */
+  int programmatic_launch; /* 0 (default): plain launches. 1: split and combine are
+                           * launched with programmatic dependent launch: their CTAs may
+                           * start while the kernel before them in the stream runs, and
+                           * wait on the device before they read or write anything.
+                           * 2: as 1, and for steps of up to 128 rows (16-head path) the
+                           * split kernel also reads seq_lens and block_table before that
+                           * wait, so its schedule overlaps the kernel before it. With 2
+                           * the host guarantees that the kernel launched right before
+                           * cgrt_mla_decode in the stream does not write seq_lens or
+                           * block_table (another layer's attention or a projection does
+                           * not; a metadata kernel does). Paths without the early
+                           * schedule (64 heads per CTA) treat 2 as 1. */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine WORKSPACE, lane 0, size

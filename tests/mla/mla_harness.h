@@ -41,6 +41,7 @@ struct Case {
   cgrt_mla_combine combine = CGRT_MLA_COMBINE_WORKSPACE;
   long long page_base = 0;  // first KV page used (64-bit addressing test)
   int launches = 2;         // launches per check (counters must come back to 0)
+  int programmatic_launch = 0;  // cgrt_mla_options.programmatic_launch
 };
 
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
@@ -102,6 +103,7 @@ class Harness : public ::testing::Test {
     o.max_model_len = maxlen;
     o.max_blocks_per_seq = mbps;
     o.combine = c.combine;
+    o.programmatic_launch = c.programmatic_launch;
     cgrt_mla_plan *plan = nullptr;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
     check_plan(plan);

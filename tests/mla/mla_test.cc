@@ -75,6 +75,38 @@ TEST_F(Mla, SingleRowSteps) {
       }
 }
 
+// programmatic_launch 1 (wait at the top) and 2 (schedule before the wait, 16-head
+// kernels; 64-head CTAs treat 2 as 1): the same results, back-to-back launches on one
+// stream (each launch's split may start while the previous launch's combine runs).
+TEST_F(Mla, ProgrammaticLaunch) {
+  std::mt19937 rng(11);
+  for (int pl : {1, 2})
+    for (int h : {16, 32, 64})
+      for (cgrt_mla_combine cb : kBoth) {
+        const std::string tag = "programmatic_launch " + std::to_string(pl) + ", heads " + std::to_string(h) +
+                                (cb ? " counters" : " workspace");
+        Case c;
+        c.heads = h;
+        c.combine = cb;
+        c.programmatic_launch = pl;
+        c.launches = 3;
+        c.reqs = 5;
+        c.page_size = 16;
+        c.lens = mixed(c.reqs, emulated_ ? 300 : 5000, rng, true);
+        c.lens[2] = 0;
+        check(c, (tag + ": mixed rows with padding").c_str());
+        c.reqs = 1;
+        c.page_size = 64;
+        c.lens = {emulated_ ? 1000 : 8192};
+        check(c, (tag + ": one row").c_str());
+        c.reqs = 3;
+        c.block_len = 2;
+        c.page_size = 32;
+        c.lens = {700, 33, 0};
+        check(c, (tag + ": block rows").c_str());
+      }
+}
+
 TEST_F(Mla, PaddingRows) {
   for (cgrt_mla_combine cb : kBoth) {
     Case c;
@@ -307,6 +339,8 @@ TEST_F(Mla, BadArguments) {
   bad([](cgrt_mla_options &b) { b.lane = 99; }, "lane");
   bad([](cgrt_mla_options &b) { b.combine = (cgrt_mla_combine)7; }, "combine");
   bad([](cgrt_mla_options &b) { b.max_num_seqs = 1 << 30; }, "rows overflow");
+  bad([](cgrt_mla_options &b) { b.programmatic_launch = 3; }, "programmatic_launch 3");
+  bad([](cgrt_mla_options &b) { b.programmatic_launch = -1; }, "programmatic_launch -1");
 
   CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
   cgrt_mla_args a{};
