@@ -11,6 +11,10 @@
 //                       (five 16-token stages); _auto (the default since the third
 //                       pass) picks per CTA between that and two 32-token stages from
 //                       its range length; _ts32 and _s3 (3 CTAs/SM) for A/B runs.
+//                       _deep: one CTA per SM, four 32-token stages (steps of one row,
+//                       CGRT_MLA_DEFAULT_DEEP_ROWS); _auto_early / _deep_early: the fused
+//                       schedule before the PDL wait (options.programmatic_launch = 2);
+//                       _chunk / _nobta: the previous KV copies / block-table reads (A/B).
 //   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
 //   cgrt_mla_combine    merges the partial results of the rows that were split
 //                       (_wide: up to 16 column slices, online LSE merge; A/B only).

@@ -64,7 +64,7 @@ run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no 
   --gtest_filter='WhileDraftTest.*-WhileDraftTest.RebindingBeforeAWhileDraftMatchesEager:WhileDraftTest.BodyNodeUpdateRefusedFallsBackToReinstantiation'
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
-[ "$QUICK" != 1 ] && run racecheck_m16 240 compute-sanitizer --tool racecheck "$B/mla_test" \
+[ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.FinishInKernelMergeAndAlign
 wait
 echo "== total $(( $(date +%s) - T0 ))s"
