@@ -2,6 +2,7 @@
  * split count, workspace and counter reservations) and the per-step launches. */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +70,15 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   if (!opts || !out)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: %s is NULL",
                       !opts ? "options" : "out");
-  if (opts->size < sizeof(cgrt_mla_options))
+  /* The struct grows at its end: a host built against an older header (the first one
+   * ended at lane) gets the defaults of the fields it does not know. */
+  if (opts->size < offsetof(cgrt_mla_options, lane) + sizeof(int) || opts->size > (1u << 16))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
-                      "cgrt_mla_plan_create: options->size is %zu, expected %zu (call "
-                      "cgrt_mla_options_init)", opts->size, sizeof(cgrt_mla_options));
-  cgrt_mla_options o = *opts;
+                      "cgrt_mla_plan_create: options->size is %zu, not a cgrt_mla_options size (%zu; "
+                      "call cgrt_mla_options_init)", opts->size, sizeof(cgrt_mla_options));
+  cgrt_mla_options o;
+  cgrt_mla_options_init(&o);
+  memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
   if (o.max_num_seqs <= 0 || o.block_len <= 0 || o.heads <= 0 || o.dcp_world_size <= 0 ||
       o.max_model_len <= 0 || o.max_blocks_per_seq < 0)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,

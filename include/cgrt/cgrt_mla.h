@@ -45,7 +45,8 @@ typedef enum cgrt_mla_combine {
 } cgrt_mla_combine;
 
 typedef struct cgrt_mla_options {
-  size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow */
+  size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow (a smaller size
+                           * from an older header gets defaults for the later fields) */
   int max_num_seqs;       /* most requests per step (>= 1) */
   int block_len;          /* rows per request, k >= 1: k > 1 gives non-causal multi-token
                            * rows that share their request's block-table row and seq_len */

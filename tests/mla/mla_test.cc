@@ -342,6 +342,16 @@ TEST_F(Mla, BadArguments) {
   bad([](cgrt_mla_options &b) { b.programmatic_launch = 3; }, "programmatic_launch 3");
   bad([](cgrt_mla_options &b) { b.programmatic_launch = -1; }, "programmatic_launch -1");
 
+  {
+    // A struct from the first header (it ended at lane): the later fields take their
+    // defaults, whatever follows in the caller's memory.
+    cgrt_mla_options old = o;
+    old.programmatic_launch = 77;
+    old.size = offsetof(cgrt_mla_options, lane) + sizeof(int);
+    cgrt_mla_plan *q = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &old, &q));
+    cgrt_mla_plan_destroy(q);
+  }
   CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
   cgrt_mla_args a{};
   a.size = sizeof a;
