@@ -147,7 +147,10 @@ typedef struct cgrt_mla_args {
   float softmax_scale;     /* applied to q . k; finite and > 0 */
 } cgrt_mla_args;
 
-/* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE). Fixed
+/* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE; with
+ * options.programmatic_launch 1 or 2 the split and combine kernels are launched with
+ * programmatic dependent launch, see there). Steps of one row take a one-CTA-per-SM split
+ * kernel on the 16-head path (the split kernel is fixed per num_rows, so per bucket). Fixed
  * grids and addresses for fixed (plan, num_rows, tensors): safe to capture, and a
  * captured graph replays with whatever seq_lens/block_table/q hold at replay time.
  * Call it once outside capture first (warm-up): that allocates the counter buffer if
@@ -156,7 +159,8 @@ typedef struct cgrt_mla_args {
  * partials and counters): use one stream per lane.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
  * CGRT_ERROR_INVALID_ARGUMENT (NULL args or a NULL tensor, misaligned tensor, size too
- * small, num_rows out of range or not a multiple of block_len, scale not finite);
+ * small, num_rows out of range or not a multiple of block_len, scale not finite or not
+ * > 0);
  * CGRT_ERROR_WORKSPACE_LOCKED or CGRT_ERROR_CAPTURING (the lane's "mla.decode"
  * reservation was grown by a larger plan after the lock / the counter buffer is not yet
  * allocated during capture); CGRT_ERROR_DRIVER (a launch failed). Thread-safe for different lanes.
