@@ -36,6 +36,9 @@
 /* The previous m16 pipeline (two 32-token stages), kept as cgrt_mla_split_m16_ts32 for
  * A/B runs (CGRT_MLA_SPLIT=ts32 in the environment of the plan's creator). */
 #define CGRT_MLA_M16_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 2, 32)
+/* The auto kernel holds both m16 pipelines: the larger of the two layouts. */
+#define CGRT_MLA_M16_AUTO_SMEM \
+  (CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM)
 /* The previous m64 pipeline (two 32-token stages, 56-68 B of register spill), for A/B
  * runs (CGRT_MLA_SPLIT=m64ts32): cgrt_mla_split_m64_ts32. */
 #define CGRT_MLA_M64_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 2, 32)
@@ -104,6 +107,12 @@ typedef struct cgrt__mla_shape {
   int smem;      /* dynamic shared memory of the split kernel */
 } cgrt__mla_shape;
 
+/* Ranges P of KV tiles (grid.y) for per_sm CTAs per SM: one wave of the split kernel. */
+static inline int cgrt__mla_parts(int sm_count, int per_sm, int groups) {
+  const int p = (sm_count > 0 ? sm_count : 1) * per_sm / groups;
+  return p > 0 ? p : 1;
+}
+
 static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *s) {
   const int tile = q_heads <= 8 ? 8 : (q_heads <= 32 ? 16 : 64);
   const int t = q_heads < tile ? q_heads : tile;
@@ -114,11 +123,7 @@ static inline void cgrt__mla_choose(int q_heads, int sm_count, cgrt__mla_shape *
   s->groups = (q_heads + s->hg - 1) / s->hg;
   s->threads = s->m64 ? 512 : 128;
   s->smem = s->m64 ? CGRT_MLA_M64_SMEM : CGRT_MLA_M16_SMEM;
-  {
-    const int per_sm = s->m64 ? 1 : (2 * (s->smem + 1024) <= 228 * 1024 ? 2 : 1);
-    const int p = (sm_count > 0 ? sm_count : 1) * per_sm / s->groups;
-    s->parts = p > 0 ? p : 1;
-  }
+  s->parts = cgrt__mla_parts(sm_count, s->m64 ? 1 : (2 * (s->smem + 1024) <= 228 * 1024 ? 2 : 1), s->groups);
 }
 
 /* Fewest KV tiles per range (so short batches leave few partials to merge); the

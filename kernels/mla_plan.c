@@ -62,6 +62,13 @@ static size_t next_pow2(size_t x) {
 
 static void destroy_child(void *obj);
 
+/* 1 if name is one of the NULL-terminated list. */
+static int name_in(const char *name, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(name, *list)) return 1;
+  return 0;
+}
+
 cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
                                  cgrt_mla_plan **out) {
   if (out) *out = NULL;
@@ -171,24 +178,18 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       /* Per CTA: ranges of <= alt_max tiles take the 2 x 32 pipeline, longer ones the
        * m16 default; the dynamic shared memory of the larger layout. */
       split_name = !strcmp(e, "prof") ? "cgrt_mla_split_m16_prof" : "cgrt_mla_split_m16_auto";
-      p->s.smem = CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM;
+      p->s.smem = CGRT_MLA_M16_AUTO_SMEM;
     } else if (e && !strcmp(e, "deep") && !p->s.m64) {
       /* One CTA per SM with four 32-token stages (three in flight): P from 1 CTA per SM. */
       split_name = "cgrt_mla_split_m16_deep";
       p->s.smem = CGRT_MLA_M16_DEEP_SMEM;
-      {
-        const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) / p->s.groups;
-        p->s.parts = parts > 0 ? parts : 1;
-      }
+      p->s.parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
     } else if (e && !strcmp(e, "s3") && !p->s.m64) {
       /* Three CTAs of three 16-token stages per SM: P from 3 CTAs per SM. */
       split_name = "cgrt_mla_split_m16_s3";
       p->s.smem = CGRT_MLA_M16_S3_SMEM;
       carve = 1;
-      {
-        const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) * 3 / p->s.groups;
-        p->s.parts = parts > 0 ? parts : 1;
-      }
+      p->s.parts = cgrt__mla_parts(rt->sm_count, 3, p->s.groups);
     }
     e = getenv("CGRT_MLA_COPY"); /* chunk: the auto kernel with the previous KV copies, one
                                    * 16-byte chunk per thread (cgrt_mla_split_m16_chunk) */
@@ -223,12 +224,13 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
      * (kernels/mla_decode.cu) only. */
-    const int own = !strcmp(split_name, "cgrt_mla_split_m16_auto") || !strcmp(split_name, "cgrt_mla_split_m16_prof") ||
-                    !strcmp(split_name, "cgrt_mla_split_m16_chunk") ||
-                    !strcmp(split_name, "cgrt_mla_split_m16_deep") || !strcmp(split_name, "cgrt_mla_split_m16_nobta") || !strcmp(split_name, "cgrt_mla_split_m16") ||
-                    !strcmp(split_name, "cgrt_mla_split_m64");
-    const int ours = own || !strcmp(split_name, "cgrt_mla_split_m16_ts32") ||
-                     !strcmp(split_name, "cgrt_mla_split_m64_ts32") || !strcmp(split_name, "cgrt_mla_split_m16_s3");
+    static const char *const own_kernels[] = {
+        "cgrt_mla_split_m16_auto", "cgrt_mla_split_m16_prof", "cgrt_mla_split_m16_chunk", "cgrt_mla_split_m16_deep",
+        "cgrt_mla_split_m16_nobta", "cgrt_mla_split_m16", "cgrt_mla_split_m64", NULL};
+    static const char *const aligned_kernels[] = {"cgrt_mla_split_m16_ts32", "cgrt_mla_split_m64_ts32",
+                                                   "cgrt_mla_split_m16_s3", NULL};
+    const int own = name_in(split_name, own_kernels);
+    const int ours = own || name_in(split_name, aligned_kernels);
     if (!ours) p->align = 0;
     /* CGRT_MLA_FINISH=n: steps of <= n rows run cgrt_mla_split_m16_fin / _m64_fin, which
      * merge the partials themselves (no combine kernel; counters for both strategies).
@@ -236,16 +238,13 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
      * (q_heads - groups) >= 4. */
     if (!own || (long long)p->max_rows * (p->q_heads - p->s.groups) < 4) p->finish = 0;
     p->fin_smem = p->s.m64 ? CGRT_MLA_M64_SMEM
-                           : (CGRT_MLA_M16_SMEM > CGRT_MLA_M16_TS32_SMEM ? CGRT_MLA_M16_SMEM : CGRT_MLA_M16_TS32_SMEM);
+                           : CGRT_MLA_M16_AUTO_SMEM;
   }
   /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
    * kernel and with the workspace combine (the configuration it was measured in). */
   if (strcmp(split_name, "cgrt_mla_split_m16_auto") || o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
     p->deep_rows = 0;
-  {
-    const int parts = (rt->sm_count > 0 ? rt->sm_count : 1) / p->s.groups;
-    p->deep_parts = parts > 0 ? parts : 1;
-  }
+  p->deep_parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
   /* programmatic_launch 2: the kernels with the early schedule where they exist. */
   if (p->pdl == 2 && !strcmp(split_name, "cgrt_mla_split_m16_auto")) split_name = "cgrt_mla_split_m16_auto_early";
   if (p->noop == 1) split_name = "cgrt_mla_noop_split";
