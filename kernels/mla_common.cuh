@@ -89,11 +89,6 @@
 #define CGRT_MLA_DEFAULT_DEEP_ROWS 1
 #endif
 #define CGRT_MLA_MIN_TILES_DEEP 2
-/* Steps of one row: the one-row kernel with the cluster merge, clusters of n CTAs
- * (CGRT_MLA_CLUSTER=n, 0 = off): the combine merges 1/n of the partials. */
-#ifndef CGRT_MLA_DEFAULT_CLUSTER
-#define CGRT_MLA_DEFAULT_CLUSTER 0
-#endif
 #ifndef CGRT_MLA_DEFAULT_FINISH_ROWS
 #define CGRT_MLA_DEFAULT_FINISH_ROWS 0
 #endif

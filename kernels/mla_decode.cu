@@ -29,7 +29,6 @@
 // CGRT_MLA_ALIGN_MAX_TILES); CTA (g, p) runs range p for head group g. A row touched by
 // n > 1 ranges leaves n partials in slots r + p (unique: ranges are monotone in rows),
 // so the workspace holds rows + P slots.
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -78,65 +77,6 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
-
-// Cluster merge (mla_split with CL > 1, steps of one row): xs in each CTA's shared memory
-// holds its normalised O (16 heads x 512 fp32) and, after them, the 16 LSEs (-inf for a
-// CTA without a range). After a cluster barrier, CTA k merges columns [k W, (k + 1) W),
-// W = 512 / CL, of all 16 heads from the CL CTAs of the cluster (distributed shared
-// memory) and writes them as partial `slot` (pc > 1) or as the row's output (pc == 1);
-// a second barrier keeps every CTA's shared memory alive until the others have read it.
-// Row 0 only: the host launches these kernels for steps of one row.
-template <int CL, int NT>
-__device__ __forceinline__ void cluster_merge(float *xs, bool work, int pc, int slot, int h_begin, int h_end, int qh,
-                                              bf16 *__restrict__ out, float *__restrict__ lse,
-                                              float *__restrict__ part_o, float *__restrict__ part_lse) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  if (!work && threadIdx.x < 16) xs[16 * DV + threadIdx.x] = -INFINITY;
-  cluster.sync();
-  constexpr int W4 = DV / CL / 4; // float4 columns per CTA
-  const int k = (int)cluster.block_rank();
-  const float *src[CL];
-#pragma unroll
-  for (int s = 0; s < CL; s++) src[s] = cluster.map_shared_rank(xs, s);
-  for (int idx = threadIdx.x; idx < 16 * W4; idx += NT) {
-    const int h = idx / W4, col = (k * W4 + idx % W4) * 4;
-    float ls[CL];
-    float4 v[CL];
-#pragma unroll
-    for (int s = 0; s < CL; s++) {
-      ls[s] = src[s][16 * DV + h];
-      v[s] = *reinterpret_cast<const float4 *>(src[s] + h * DV + col);
-    }
-    float M = ls[0]; // the cluster's first CTA always has a range: finite
-#pragma unroll
-    for (int s = 1; s < CL; s++) M = fmaxf(M, ls[s]);
-    float S = 0.f;
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int s = 0; s < CL; s++) {
-      if (ls[s] == -INFINITY) continue; // no range: its O is not written
-      const float e = __expf(ls[s] - M);
-      S += e;
-      a.x += e * v[s].x; a.y += e * v[s].y; a.z += e * v[s].z; a.w += e * v[s].w;
-    }
-    const int hh = h_begin + h;
-    if (hh < h_end) {
-      const float inv = 1.f / S;
-      if (pc == 1) {
-        store_bf16x4(out + (long long)hh * DV + col, a, inv);
-        if (col == 0) lse[hh] = M + logf(S);
-      } else {
-        const long long sl = (long long)slot * qh + hh;
-        *reinterpret_cast<float4 *>(part_o + sl * DV + col) = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
-        if (col == 0) part_lse[sl] = M + logf(S);
-      }
-    }
-  }
-  cluster.sync();
-#endif
 }
 
 // Wider combine (CGRT_MLA_COMB=wide): grid (q_heads, rows, nz), nz up to 16, 256
@@ -349,17 +289,8 @@ struct IC {
 // a pair of 32-token stages at once (two independent S / softmax / P.V chains per
 // scheduler), and group 1 merges its O, m and l into group 0 through shared memory at the
 // end of each segment. Four 32-token slots: one pair computed while the next loads.
-// CL > 1 (cgrt_mla_split_m16_deep_c<CL> / _pair_c<CL>, CGRT_MLA_CLUSTER; steps of one row
-// only, fused schedule): the grid's columns form clusters of CL CTAs (cluster dims
-// (1, CL, 1)). The ranges in use are rounded down to a multiple of CL (when there are at
-// least CL); each CTA leaves its normalised O and LSE in its own shared memory, and after
-// a cluster barrier CTA k of the cluster merges column slice k of the cluster's CL
-// partials through distributed shared memory into one partial (slot = cluster index),
-// or into the output when one cluster holds the whole row. The combine kernel then
-// merges Pe / CL partials instead of Pe: meta carries Pe / CL, and since CL consecutive
-// ranges of Pe are exactly one range of Pe / CL, its slots and bounds stay consistent.
 template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0,
-          int PAIR = 0, int CL = 0>
+          int PAIR = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -370,8 +301,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
                                           int alt_max) {
   static_assert(TS0 == 16 || TS0 == 32, "stage of 16 or 32 tokens");
   static_assert(!PAIR || (R == 2 && STAGES0 == 4 && TS0 == 32 && !ALT && !FIN && !PROF), "PAIR layout");
-  static_assert(!CL || (CL > 1 && CL <= 8 && STAGES0 == 4 && TS0 == 32 && !ALT && !FIN && !PROF && !EARLY),
-                "cluster merge: one-row kernels only");
   constexpr int NT = 128 * R;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *skv = reinterpret_cast<bf16 *>(smem);
@@ -402,8 +331,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   // dependent kernel boundary for short batches.
   __shared__ int s_meta[2 * NT + 2];
   __shared__ int s_wsum[NT / 32];
-  const int *mb =
-      cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles, !early && !CL);
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles, !early);
   mark(1);
   const int g = blockIdx.x, p = blockIdx.y;
   if (early) {
@@ -431,17 +359,9 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
 
   const int T = ts[rows];
-  int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
-  // CL: whole clusters of ranges; the combine sees one partial per cluster (Pc of them).
-  constexpr int CLD = CL > 1 ? CL : 1;
-  if (CL && Pe >= CL) Pe -= Pe % CLD;
-  const int Pc = CL ? (Pe + CLD - 1) / CLD : Pe;
-  if (CL) cgrt_mla::publish_meta<NT>(mb, meta, rows, Pc);
+  const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
   const bool work = T > 0 && p < Pe;
-  // CL: a CTA without a range still takes part in its cluster's merge when the cluster
-  // has one (only when Pe < CL); clusters without any return together, before a barrier.
-  const bool in_merge = CL && T > 0 && p / CLD < Pc;
-  if (!FIN && !PROF && !work && !in_merge) return;
+  if (!FIN && !PROF && !work) return;
   if (FIN && work && tid == 0) atomicAdd(fin, 1u); // FIN: workers started
   const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
   const int lo = cgrt_mla::first_row(ts, rows, b0);
@@ -781,23 +701,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     const float i0 = 1.f / l0, i1 = 1.f / l1;
     const float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
     const float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
-    if (CL) {
-      // This CTA's normalised O (16 heads x 512, fp32) and LSE into its own shared
-      // memory (the stages are free: barrier above), for the cluster merge after run().
-      float *xs = reinterpret_cast<float *>(skv);
-      if (own_rows) {
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-          *reinterpret_cast<float2 *>(xs + gq * DV + wc * 128 + j * 8 + 2 * t4) = make_float2(o[j][0] * i0, o[j][1] * i0);
-          *reinterpret_cast<float2 *>(xs + (gq + 8) * DV + wc * 128 + j * 8 + 2 * t4) =
-              make_float2(o[j][2] * i1, o[j][3] * i1);
-        }
-        if (wc == 0 && t4 == 0) {
-          xs[16 * DV + gq] = lse0;
-          xs[16 * DV + gq + 8] = lse1;
-        }
-      }
-    } else if (nsplit == 1) {
+    if (nsplit == 1) {
       bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + wc * 128 + 2 * t4;
       bf16 *o1 = o0 + 8 * DV;
 #pragma unroll
@@ -852,9 +756,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   };
   if (ALT && b1 - b0 <= alt_max) run(IC<2>{}, IC<32>{});
   else run(IC<STAGES0>{}, IC<TS0>{});
-  if constexpr (CL > 1)
-    cluster_merge<CL, NT>(reinterpret_cast<float *>(skv), work, Pc, p / CL, h_begin, h_end, qh, out, lse, part_o,
-                          part_lse);
   if (PROF) {
     mark(7);
     if (threadIdx.x == 0) {
@@ -971,19 +872,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep_ear
 extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m16_pair(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<2, 4, 32, 0, 0, 0, 1, 0, 0, 1>(CGRT_MLA_SPLIT_ARGS);
 }
-// The one-row kernels with the cluster merge (CGRT_MLA_CLUSTER=n; see CL): launched with
-// cluster dims (1, n, 1) for steps of one row.
-#define CGRT_MLA_CLUSTER_KERNELS(n)                                                                      \
-  extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep_c##n(CGRT_MLA_SPLIT_PARAMS) { \
-    mla_split<1, 4, 32, 0, 0, 0, 1, 1, 0, 0, n>(CGRT_MLA_SPLIT_ARGS);                                    \
-  }                                                                                                      \
-  extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m16_pair_c##n(CGRT_MLA_SPLIT_PARAMS) { \
-    mla_split<2, 4, 32, 0, 0, 0, 1, 0, 0, 1, n>(CGRT_MLA_SPLIT_ARGS);                                    \
-  }
-CGRT_MLA_CLUSTER_KERNELS(2)
-CGRT_MLA_CLUSTER_KERNELS(4)
-CGRT_MLA_CLUSTER_KERNELS(8)
-#undef CGRT_MLA_CLUSTER_KERNELS
 // One CTA per SM with four 32-token stages, three of them in flight while it computes
 // one (CGRT_MLA_SPLIT=deep, A/B): for short batches, whose ranges of a few tiles then
 // load at once instead of one stage per compute step.

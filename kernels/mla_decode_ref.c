@@ -101,13 +101,8 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
  * seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
  * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
  * leaves the same metadata in meta for the combine kernel. */
-/* cl > 1 (cgrt_mla_split_m16_deep_c<cl> / _pair_c<cl>, steps of one row, fused
- * schedule): the ranges in use Pe are rounded down to a multiple of cl (when >= cl) and
- * the cl ranges of each cluster merged into one; the result is the same as ranges over
- * Pe' = ceil(Pe / cl), which is what meta carries afterwards, so the reference computes
- * those ranges directly. */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
-                       int use_counters, int cl) {
+                       int use_counters) {
   const uint16_t *q = PTR(const uint16_t, 0);
   const uint16_t *kv = PTR(const uint16_t, 1);
   const int *bt = PTR(const int, 2);
@@ -123,11 +118,6 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
   const int *seq_lens = PTR(const int, 17);
   const int G = (int)l->grid[0];
   if (seq_lens != NULL) schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19));
-  if (cl > 1) {
-    int *pe = (int *)(uintptr_t)meta + 2 * rows + 1;
-    const int pr = *pe >= cl ? *pe - *pe % cl : *pe;
-    *pe = (pr + cl - 1) / cl;
-  }
   const int *row_len = meta, *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
 
@@ -221,16 +211,7 @@ done:
 }
 
 static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 1, 0);
-}
-static void split_c2_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 0, 2);
-}
-static void split_c4_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 0, 4);
-}
-static void split_c8_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 0, 8);
+  split_core(l, p, off, 1);
 }
 
 /* cgrt_mla_split_m16_fin / _m64_fin (CGRT_MLA_FINISH=1): split parameters; counters
@@ -238,7 +219,7 @@ static void split_c8_ref(const cgrt__ref_launch *l, const unsigned char *p, cons
  * when it returns. Result: as the split kernel with the workspace strategy followed by
  * cgrt_mla_combine over every row (partials merged in the kernel). */
 static void fin_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 0, 0);
+  split_core(l, p, off, 0);
   {
     const int *meta = PTR(const int, 3);
     const float *part_o = PTR(const float, 6);
@@ -306,13 +287,6 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_auto_early", 21, SPLIT_SIZES, split_ref}, /* schedule before the PDL wait */
     {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_pair", 21, SPLIT_SIZES, split_ref}, /* deep with two warp groups */
-    /* The one-row kernels with the cluster merge (cluster of 2, 4 or 8 CTAs). */
-    {"cgrt_mla_split_m16_deep_c2", 21, SPLIT_SIZES, split_c2_ref},
-    {"cgrt_mla_split_m16_deep_c4", 21, SPLIT_SIZES, split_c4_ref},
-    {"cgrt_mla_split_m16_deep_c8", 21, SPLIT_SIZES, split_c8_ref},
-    {"cgrt_mla_split_m16_pair_c2", 21, SPLIT_SIZES, split_c2_ref},
-    {"cgrt_mla_split_m16_pair_c4", 21, SPLIT_SIZES, split_c4_ref},
-    {"cgrt_mla_split_m16_pair_c8", 21, SPLIT_SIZES, split_c8_ref},
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_fin", 21, SPLIT_SIZES, fin_ref},
     {"cgrt_mla_split_m64_fin", 21, SPLIT_SIZES, fin_ref},

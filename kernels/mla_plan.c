@@ -43,9 +43,6 @@ struct cgrt_mla_plan {
   int deep_threads, deep_smem; /* its block size and dynamic shared memory */
   const char *deep_name;     /* cgrt_mla_split_m16_deep, _deep_early or _pair */
   CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
-  int cluster;               /* steps of one row: f_clu with clusters of this many CTAs (0: off) */
-  int cluster_parts;         /* its ranges P: a multiple of cluster, all clusters co-resident */
-  CUfunction f_clu;          /* cgrt_mla_split_m16_deep_c<n> / _pair_c<n> */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -72,63 +69,6 @@ static int name_in(const char *name, const char *const *list) {
   for (; *list; list++)
     if (!strcmp(name, *list)) return 1;
   return 0;
-}
-
-/* The one-row kernel with the cluster merge (p->cluster CTAs per cluster): its function,
- * its shared memory, and its ranges P = as many whole clusters per head group as fit on
- * the GPU at once (cuOccupancyMaxActiveClusters), at most deep_parts. Without that
- * driver call, or when fewer than one cluster per group fits, the merge is turned off
- * (logged at CGRT_LOG_INFO), not an error. */
-static cgrt_status setup_cluster(cgrt_mla_plan *p) {
-  cgrt_runtime *rt = p->rt;
-  const int pair = !strcmp(p->deep_name, "cgrt_mla_split_m16_pair");
-  static const char *const names[2][3] = {
-      {"cgrt_mla_split_m16_deep_c2", "cgrt_mla_split_m16_deep_c4", "cgrt_mla_split_m16_deep_c8"},
-      {"cgrt_mla_split_m16_pair_c2", "cgrt_mla_split_m16_pair_c4", "cgrt_mla_split_m16_pair_c8"}};
-  const char *name = names[pair][p->cluster == 2 ? 0 : p->cluster == 4 ? 1 : 2];
-  if (!rt->drv->cuOccupancyMaxActiveClusters) {
-    cgrt__log(CGRT_LOG_INFO, "mla: the driver lacks cuOccupancyMaxActiveClusters; one-row steps run without "
-                             "the cluster merge");
-    p->cluster = 0;
-    return CGRT_SUCCESS;
-  }
-  cgrt_status st = cgrt__runtime_function(rt, name, &p->f_clu);
-  if (st) return st;
-  st = CGRT__CU(rt->drv, cuFuncSetAttribute, (p->f_clu, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->deep_smem),
-                CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the cluster split kernel's shared memory");
-  if (st) return st;
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = 1;
-  attr.value.clusterDim.y = (unsigned)p->cluster;
-  attr.value.clusterDim.z = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)p->s.groups;
-  cfg.gridDimY = (unsigned)p->cluster;
-  cfg.gridDimZ = 1;
-  cfg.blockDimX = (unsigned)p->deep_threads;
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)p->deep_smem;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int n = 0;
-  st = CGRT__CU(rt->drv, cuOccupancyMaxActiveClusters, (&n, p->f_clu, &cfg), CGRT_ERROR_DRIVER,
-                "cgrt_mla_plan_create: clusters of the cluster split kernel that fit");
-  if (st) return st;
-  int parts = n / p->s.groups * p->cluster;
-  if (parts > p->deep_parts) parts = p->deep_parts - p->deep_parts % p->cluster;
-  if (parts < p->cluster) {
-    cgrt__log(CGRT_LOG_INFO, "mla: %d clusters of %d fit for %d head groups; one-row steps run without the "
-                             "cluster merge", n, p->cluster, p->s.groups);
-    p->cluster = 0;
-    return CGRT_SUCCESS;
-  }
-  p->cluster_parts = parts;
-  cgrt__log(CGRT_LOG_DEBUG, "mla: one-row steps run %s: %d ranges per head group in clusters of %d (%d clusters "
-                            "fit)", name, parts, p->cluster, n);
-  return CGRT_SUCCESS;
 }
 
 cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
@@ -284,9 +224,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
     e = getenv("CGRT_MLA_DEEP"); /* pair: cgrt_mla_split_m16_pair (two warp groups, A/B) */
     p->deep_name = e && !strcmp(e, "pair") ? "cgrt_mla_split_m16_pair" : "cgrt_mla_split_m16_deep";
-    e = getenv("CGRT_MLA_CLUSTER"); /* 0 | 2 | 4 | 8: one-row steps merge in clusters of n CTAs */
-    p->cluster = e && *e ? atoi(e) : CGRT_MLA_DEFAULT_CLUSTER;
-    if (p->cluster != 2 && p->cluster != 4 && p->cluster != 8) p->cluster = 0;
   }
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
@@ -340,10 +277,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
                   CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the deep split kernel's shared memory");
     if (st) goto fail;
   }
-  /* The cluster merge needs the one-row kernel, the fused schedule (the kernel publishes
-   * the merged range count) and no early schedule. */
-  if (!p->deep_rows || !p->fuse || p->pdl == 2) p->cluster = 0;
-  if (p->cluster && (st = setup_cluster(p))) goto fail;
   if (p->finish) {
     st = CGRT__CU(rt->drv, cuFuncSetAttribute,
                   (p->f_fin, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->fin_smem),
@@ -496,10 +429,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   /* Steps of <= deep_rows rows: one CTA per SM, ranges of >= CGRT_MLA_MIN_TILES_DEEP tiles. */
   const int deep = !fin && p->deep_rows > 0 && a->num_rows <= p->deep_rows;
-  /* Steps of one row with the cluster merge: the one-row kernel in clusters. */
-  const int clu = deep && p->cluster && a->num_rows == 1;
-  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap;
-  int parts = clu ? p->cluster_parts : deep ? p->deep_parts : p->s.parts;
+  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = deep ? p->deep_parts : p->s.parts;
   int min_tiles = deep ? CGRT_MLA_MIN_TILES_DEEP : p->min_tiles;
   min_tiles = p->align ? -min_tiles : min_tiles;
   int qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
@@ -527,14 +457,10 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
    * them; with programmatic stream serialization (CGRT_MLA_PDL=1) their CTAs launch
    * while it runs. The schedule kernel is launched plainly: it overwrites the metadata
    * that the previous step's kernels read. */
-  CUlaunchAttribute attrs[2];
-  memset(attrs, 0, sizeof attrs);
-  attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attrs[0].value.programmaticStreamSerializationAllowed = 1;
-  attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attrs[1].value.clusterDim.x = 1;
-  attrs[1].value.clusterDim.y = (unsigned)(clu ? p->cluster : 1);
-  attrs[1].value.clusterDim.z = 1;
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = (unsigned)p->s.groups;
@@ -544,9 +470,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : deep ? p->deep_smem : p->s.smem);
   cfg.hStream = stream;
-  cfg.attrs = p->pdl ? attrs : attrs + 1;
-  cfg.numAttrs = (p->pdl ? 1 : 0) + (clu ? 1 : 0);
-  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : clu ? p->f_clu : deep ? p->f_deep : p->f_split, split_args, NULL);
+  cfg.attrs = p->pdl ? &attr : NULL;
+  cfg.numAttrs = p->pdl ? 1 : 0;
+  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : deep ? p->f_deep : p->f_split, split_args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
   if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE && !fin) {
@@ -567,8 +493,6 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     }
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
-    cfg.attrs = attrs; /* programmatic launch as the split kernel; no cluster */
-    cfg.numAttrs = p->pdl ? 1 : 0;
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);
     if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: combine kernel");
   }

@@ -77,12 +77,10 @@ __device__ __forceinline__ int ranges_in_use(int T, int P, int min_tiles, int ro
 // (2 NT + 2 ints; s_wsum: NT / 32 ints); CTA (0, 0) also writes them to meta for the
 // combine kernel, unless publish is false (then the caller calls publish_meta later).
 // Returns s_meta, or meta when seq_lens is nullptr (the schedule kernel ran).
-// pe >= 0: the count of ranges to publish in place of s_meta's (cluster merge).
 template <int NT>
-__device__ __forceinline__ void publish_meta(const int *s_meta, const int *meta, int rows, int pe = -1) {
+__device__ __forceinline__ void publish_meta(const int *s_meta, const int *meta, int rows) {
   if (blockIdx.x == 0 && blockIdx.y == 0)
-    for (int i = threadIdx.x; i < 2 * rows + 2; i += NT)
-      const_cast<int *>(meta)[i] = pe >= 0 && i == 2 * rows + 1 ? pe : s_meta[i];
+    for (int i = threadIdx.x; i < 2 * rows + 2; i += NT) const_cast<int *>(meta)[i] = s_meta[i];
 }
 template <int NT>
 __device__ __forceinline__ const int *fused_schedule(int *s_meta, int *s_wsum, const int *__restrict__ seq_lens,

@@ -88,8 +88,6 @@ extern "C" {
   X(cuLaunchKernelEx, 11060, CGRT__REQUIRED,                                                         \
     (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra),                 \
     (config, f, kernelParams, extra))                                                                \
-  X(cuOccupancyMaxActiveClusters, 11070, CGRT__OPTIONAL,                                            \
-    (int *numClusters, CUfunction func, const CUlaunchConfig *config), (numClusters, func, config))  \
   X(cuLaunchHostFunc, 10000, CGRT__REQUIRED, (CUstream hStream, CUhostFn fn, void *userData),        \
     (hStream, fn, userData))                                                                         \
   X(cuStreamCreate, 2000, CGRT__REQUIRED, (CUstream * phStream, unsigned int Flags),                \

@@ -42,7 +42,7 @@ static cgrt_runtime *rt;
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS", "CGRT_MLA_FINISH",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_DEEP", "CGRT_MLA_CLUSTER"}) unsetenv(k);
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_DEEP"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -395,21 +395,6 @@ int main(int argc, char **argv) {
         vs.push_back({"deep_mt2", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
         vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
         vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
-      }
-      // Eighth pass (fifth session): one-row steps merging in clusters of n CTAs through
-      // distributed shared memory (CGRT_MLA_CLUSTER=n), with the one-row kernel and its
-      // two-warp-group form (pair); with programmatic launch; nocomb = the split alone.
-      if (heads <= 32 && batch == 1) {
-        vs.push_back({"pair_pdl", W, "CGRT_MLA_DEEP=pair CGRT_MLA_PDL=1", nullptr, {}, {}});
-        vs.push_back({"cl2", W, "CGRT_MLA_CLUSTER=2", nullptr, {}, {}});
-        vs.push_back({"cl4", W, "CGRT_MLA_CLUSTER=4", nullptr, {}, {}});
-        vs.push_back({"cl8", W, "CGRT_MLA_CLUSTER=8", nullptr, {}, {}});
-        vs.push_back({"cl4_nocomb", W, "CGRT_MLA_CLUSTER=4 CGRT_MLA_NOOP=2", nullptr, {}, {}});
-        vs.push_back({"cl4_pdl", W, "CGRT_MLA_CLUSTER=4 CGRT_MLA_PDL=1", nullptr, {}, {}});
-        vs.push_back({"pair_cl2", W, "CGRT_MLA_DEEP=pair CGRT_MLA_CLUSTER=2", nullptr, {}, {}});
-        vs.push_back({"pair_cl4", W, "CGRT_MLA_DEEP=pair CGRT_MLA_CLUSTER=4", nullptr, {}, {}});
-        vs.push_back({"pair_cl8", W, "CGRT_MLA_DEEP=pair CGRT_MLA_CLUSTER=8", nullptr, {}, {}});
-        vs.push_back({"pair_cl4_pdl", W, "CGRT_MLA_DEEP=pair CGRT_MLA_CLUSTER=4 CGRT_MLA_PDL=1", nullptr, {}, {}});
       }
       // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
       if (batch <= 64) {

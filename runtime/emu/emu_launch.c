@@ -134,14 +134,6 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
   r = cgrt__emu_stream_get(h, &s, &cap);
   if (r != CUDA_SUCCESS) goto out;
   r = cgrt__emu_kernel_check(f, grid, block, shmem);
-  /* A cluster of 1..8 CTAs whose dimensions divide the grid's, as the driver demands. */
-  for (unsigned i = 0; r == CUDA_SUCCESS && i < nattrs; i++) {
-    if (attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
-    const unsigned c[3] = {attrs[i].value.clusterDim.x, attrs[i].value.clusterDim.y, attrs[i].value.clusterDim.z};
-    if (c[0] == 0 || c[1] == 0 || c[2] == 0 || c[0] > 8 || c[1] > 8 || c[2] > 8 || c[0] * c[1] * c[2] > 8 || grid[0] % c[0] || grid[1] % c[1] ||
-        grid[2] % c[2])
-      r = CUDA_ERROR_INVALID_CLUSTER_SIZE;
-  }
   if (r == CUDA_SUCCESS) r = cgrt__emu_kernel_init(&k, f, grid, block, shmem, kp, extra, attrs, nattrs);
   if (r != CUDA_SUCCESS) {
     if (cap) cgrt__emu_capture_fail(cap, r);
@@ -187,28 +179,6 @@ CUresult cgrt__emu_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
   const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
   return launch(f, grid, block, config->sharedMemBytes, config->hStream, kernelParams, extra,
                 config->attrs, config->numAttrs);
-}
-
-/* Clusters that fit at once: the emulated device's SMs (132) divided by the cluster size
- * of config (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, 1..8 CTAs; required, as the driver
- * requires it of a function without a compiled-in cluster size). */
-CUresult cgrt__emu_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config) {
-  CUresult r = cgrt__emu_check_ctx();
-  if (r != CUDA_SUCCESS) return r;
-  if (numClusters == NULL || config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
-    return CUDA_ERROR_INVALID_VALUE;
-  cgrt__emu_lock();
-  const int ok = cgrt__emu_reg_is(func, EMU_K_FUNC);
-  cgrt__emu_unlock();
-  if (!ok) return CUDA_ERROR_INVALID_HANDLE;
-  unsigned size = 0;
-  for (unsigned i = 0; i < config->numAttrs; i++)
-    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-      size = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
-             config->attrs[i].value.clusterDim.z;
-  if (size < 1 || size > 8) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
-  *numClusters = (int)(132 / size);
-  return CUDA_SUCCESS;
 }
 
 CUresult cgrt__emu_cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {

@@ -264,40 +264,6 @@ TEST_F(Mla, FinishInKernelMergeAndAlign) {
   }
 }
 
-// CGRT_MLA_CLUSTER=n (2, 4, 8): steps of one row run the one-row kernel (and its
-// two-warp-group form, CGRT_MLA_DEEP=pair) in clusters of n CTAs that merge their
-// partials through distributed shared memory, so that the combine merges 1/n of them.
-// Lengths from one tile (a single range: the cluster writes the output itself) through
-// fewer ranges than a cluster, to many clusters; 8, 16 and 32 heads (two head groups);
-// padding; programmatic launch; a multi-row step of the same plan takes the other
-// kernels; three back-to-back launches each.
-TEST_F(Mla, ClusterMerge) {
-  for (const char *deep : {"deep", "pair"})
-    for (const char *cl : {"2", "4", "8"}) {
-      EnvKnob k1("CGRT_MLA_CLUSTER", cl);
-      EnvKnob k2("CGRT_MLA_DEEP", deep);
-      const std::string tag = std::string(deep) + ", clusters of " + cl;
-      int i = 0;
-      std::vector<int> lens = {1, 65, 200, 0, emulated_ ? 1500 : 8192};
-      if (!emulated_) lens.push_back(32768);
-      for (int h : {8, 16, 32})
-        for (int len : lens) {
-          Case c;
-          c.reqs = 1;
-          c.heads = h;
-          c.launches = 3;
-          c.page_size = 16 << (i++ % 3);
-          c.programmatic_launch = i % 4 == 0 ? 1 : 0;
-          c.lens = {len};
-          check(c, (tag + ": 1 row, heads " + std::to_string(h) + ", len " + std::to_string(len)).c_str());
-        }
-      Case c;
-      c.reqs = 3;
-      c.lens = {300, 0, 40};
-      check(c, (tag + ": 3 rows").c_str());
-    }
-}
-
 TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   struct {
     int heads, fast, per_cta;
