@@ -44,8 +44,6 @@
 #define CGRT_MLA_M64_TS32_SMEM CGRT_MLA_SMEM_BYTES_TS(4, 2, 32)
 /* One CTA per SM of four 32-token stages (CGRT_MLA_SPLIT=deep): 165888 B. */
 #define CGRT_MLA_M16_DEEP_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 4, 32)
-/* Its two-warp-group form (CGRT_MLA_DEEP=pair, 256 threads): 182272 B. */
-#define CGRT_MLA_M16_PAIR_SMEM CGRT_MLA_SMEM_BYTES_TS(2, 4, 32)
 /* Three CTAs per SM of three 16-token stages (CGRT_MLA_SPLIT=s3): 64256 B each. */
 #define CGRT_MLA_M16_S3_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 3, 16)
 /* Defaults of the variant knobs (kernels/mla_plan.c): the m16 split kernel ("auto" =

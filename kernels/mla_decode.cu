@@ -284,13 +284,7 @@ struct IC {
 // first block-table entry before griddepcontrol.wait, so that under programmatic
 // dependent launch this prologue overlaps the kernel before it. Everything that kernel
 // may write (q, kv, the workspace and meta, out, lse) is read or written after the wait.
-// PAIR = 1 (cgrt_mla_split_m16_pair, CGRT_MLA_DEEP=pair; written in the fourth session,
-// not yet run on a GPU): R = 2 warp groups over the same 16 heads take the two stages of
-// a pair of 32-token stages at once (two independent S / softmax / P.V chains per
-// scheduler), and group 1 merges its O, m and l into group 0 through shared memory at the
-// end of each segment. Four 32-token slots: one pair computed while the next loads.
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0,
-          int PAIR = 0>
+template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -300,7 +294,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
                                           const int *__restrict__ seq_lens, int cap, int min_tiles,
                                           int alt_max) {
   static_assert(TS0 == 16 || TS0 == 32, "stage of 16 or 32 tokens");
-  static_assert(!PAIR || (R == 2 && STAGES0 == 4 && TS0 == 32 && !ALT && !FIN && !PROF), "PAIR layout");
   constexpr int NT = 128 * R;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *skv = reinterpret_cast<bf16 *>(smem);
@@ -366,8 +359,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
   const int lo = cgrt_mla::first_row(ts, rows, b0);
 
-  const int hrow0 = h_begin + (PAIR ? 0 : wr) * 16 + gq, hrow1 = hrow0 + 8;
-  const bool own_rows = !PAIR || wr == 0; // PAIR: group 0 writes the merged results
+  const int hrow0 = h_begin + wr * 16 + gq, hrow1 = hrow0 + 8;
   const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
 
   // The range's segments (one per row it touches) through a STAGES x TS pipeline.
@@ -454,7 +446,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     // 4-byte fragment loads straight from global memory put 4x the requests on those
     // few hot L2 lines, and at batch 1 the S products waited ~6 us for them (per-CTA
     // timeline, bench/mla_decode/NOTES.md, sixth pass). R > 1 keeps the direct loads.
-    constexpr bool QS = R == 1 || PAIR;
+    constexpr bool QS = R == 1;
     bf16 *sq = skv + (STAGES - 1) * TS * KSTR;
     if (QS) {
 #pragma unroll
@@ -469,15 +461,8 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
       cp_commit();
     }
-    if (PAIR) {
-      // The first pair (stages 0 and 1) as one copy group.
-      long long pa0 = 0, pa1 = 0, pb0 = 0, pb1 = 0;
-      bt_of(sa, pa0, pa1);
-      if (1 < n) bt_of(sa + 1, pb0, pb1);
-      load_tile(sa, 0, pa0, pa1);
-      if (1 < n) load_tile(sa + 1, 1, pb0, pb1);
-      cp_commit();
-    } else {
+#pragma unroll
+    {
       long long pe0[STAGES - 1], pe1[STAGES - 1]; // all entries first: their loads overlap
 #pragma unroll
       for (int s = 0; s < STAGES - 1; s++)
@@ -489,13 +474,13 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
     }
     long long ne0 = 0, ne1 = 0; // entries of the next stage to issue (sa + STAGES - 1 + it)
-    if (!PAIR && BTA && STAGES - 1 < n) bt_of(sa + STAGES - 1, ne0, ne1);
+    if (BTA && STAGES - 1 < n) bt_of(sa + STAGES - 1, ne0, ne1);
     if (r == lo) mark(3);
 
     // Q fragments of this warp's 144 columns (A operand layout of m16n8k16).
     uint32_t qf[9][4];
     if (QS) {
-      cp_wait<PAIR ? 1 : STAGES - 1>(); // the Q group
+      cp_wait<STAGES - 1>(); // the Q group
       __syncthreads();
       const unsigned qb = smem_u32(sq + (lane & 15) * KSTR + wc * 144 + (lane >> 4) * 8);
 #pragma unroll
@@ -518,31 +503,20 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     for (int j = 0; j < 16; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
 
-    const int reps = PAIR ? (n + 1) / 2 : PROF && n == 1 ? 2 : n;
+    const int reps = PROF && n == 1 ? 2 : n;
     for (int it = 0; it < reps; it++) {
-      const int is = PAIR ? 2 * it + wr : PROF && n == 1 ? 0 : it;
-      if (PAIR) cp_wait<0>(); // pair it (the only group issued and not yet waited for)
-      else cp_wait<STAGES - 2>();
+      const int is = PROF && n == 1 ? 0 : it;
+      cp_wait<STAGES - 2>();
       __syncthreads();
       if (r == lo && it == 0) mark(4);
-      if (PAIR) {
-        // The next pair into the other two slots (computed on in the previous iteration).
-        const int nx = 2 * it + 2, slot = ((it + 1) & 1) * 2;
-        long long x0 = 0, x1 = 0, y0 = 0, y1 = 0;
-        if (nx < n) bt_of(sa + nx, x0, x1);
-        if (nx + 1 < n) bt_of(sa + nx + 1, y0, y1);
-        if (nx < n) load_tile(sa + nx, slot, x0, x1);
-        if (nx + 1 < n) load_tile(sa + nx + 1, slot + 1, y0, y1);
-        cp_commit();
-        if (is >= n) continue; // group 1 on an odd count's last pair: no stage
-      } else {
+      {
         const int nx = it + STAGES - 1;
         if (!BTA && nx < n) bt_of(sa + nx, ne0, ne1);
         if (nx < n) load_tile(sa + nx, nx % STAGES, ne0, ne1);
         cp_commit();
         if (BTA && nx + 1 < n) bt_of(sa + nx + 1, ne0, ne1);
       }
-      const bf16 *sk = skv + (PAIR ? (it & 1) * 2 + wr : is % STAGES) * TS * KSTR;
+      const bf16 *sk = skv + (is % STAGES) * TS * KSTR;
 
       float sacc[NB][4];
 #pragma unroll
@@ -658,41 +632,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     mark(15);
     __syncthreads(); // stages free for the next segment
     mark(6);
-    if (PAIR) {
-      // Group 1 hands O, m and l to the thread of group 0 with the same fragment layout.
-      float *xo = reinterpret_cast<float *>(skv);
-      const int t = tid & 127;
-      if (wr == 1) {
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) xo[(j * 4 + e) * 128 + t] = o[j][e];
-        xo[64 * 128 + t] = m0;
-        xo[65 * 128 + t] = m1;
-        xo[66 * 128 + t] = l0;
-        xo[67 * 128 + t] = l1;
-      }
-      __syncthreads();
-      if (wr == 0) {
-        // Group 0 always has stage 0, so m0 and m1 are finite; a group 1 without a stage
-        // has m = -inf and weighs 0.
-        const float mb0 = xo[64 * 128 + t], mb1 = xo[65 * 128 + t];
-        const float M0 = fmaxf(m0, mb0), M1 = fmaxf(m1, mb1);
-        const float a0 = ex2(m0 - M0), c0 = ex2(mb0 - M0), a1 = ex2(m1 - M1), c1 = ex2(mb1 - M1);
-        l0 = l0 * a0 + xo[66 * 128 + t] * c0;
-        l1 = l1 * a1 + xo[67 * 128 + t] * c1;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-          o[j][0] = o[j][0] * a0 + xo[(j * 4 + 0) * 128 + t] * c0;
-          o[j][1] = o[j][1] * a0 + xo[(j * 4 + 1) * 128 + t] * c0;
-          o[j][2] = o[j][2] * a1 + xo[(j * 4 + 2) * 128 + t] * c1;
-          o[j][3] = o[j][3] * a1 + xo[(j * 4 + 3) * 128 + t] * c1;
-        }
-        m0 = M0;
-        m1 = M1;
-      }
-      __syncthreads(); // xo read before the next segment's copies
-    }
 
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -706,10 +645,10 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       bf16 *o1 = o0 + 8 * DV;
 #pragma unroll
       for (int j = 0; j < 16; j++) {
-        if (v0 && own_rows) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[j][0] * i0, o[j][1] * i0);
-        if (v1 && own_rows) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[j][2] * i1, o[j][3] * i1);
+        if (v0) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[j][0] * i0, o[j][1] * i0);
+        if (v1) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[j][2] * i1, o[j][3] * i1);
       }
-      if (wc == 0 && t4 == 0 && own_rows) {
+      if (wc == 0 && t4 == 0) {
         if (v0) lse[(long long)r * qh + hrow0] = lse0;
         if (v1) lse[(long long)r * qh + hrow1] = lse1;
       }
@@ -719,10 +658,10 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       float *o1 = o0 + 8 * DV;
 #pragma unroll
       for (int j = 0; j < 16; j++) {
-        if (v0 && own_rows) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[j][0] * i0, o[j][1] * i0);
-        if (v1 && own_rows) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[j][2] * i1, o[j][3] * i1);
+        if (v0) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[j][0] * i0, o[j][1] * i0);
+        if (v1) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[j][2] * i1, o[j][3] * i1);
       }
-      if (wc == 0 && t4 == 0 && own_rows) {
+      if (wc == 0 && t4 == 0) {
         if (v0) part_lse[slot * qh + hrow0] = lse0;
         if (v1) part_lse[slot * qh + hrow1] = lse1;
       }
@@ -867,10 +806,6 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto_ear
 }
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep_early(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, 4, 32, 0, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
-}
-// Two warp groups on the two stages of a pair (CGRT_MLA_DEEP=pair; see PAIR).
-extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m16_pair(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<2, 4, 32, 0, 0, 0, 1, 0, 0, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 // One CTA per SM with four 32-token stages, three of them in flight while it computes
 // one (CGRT_MLA_SPLIT=deep, A/B): for short batches, whose ranges of a few tiles then

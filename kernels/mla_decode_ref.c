@@ -286,7 +286,6 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_nobta", 21, SPLIT_SIZES, split_ref}, /* auto, bt read at issue */
     {"cgrt_mla_split_m16_auto_early", 21, SPLIT_SIZES, split_ref}, /* schedule before the PDL wait */
     {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_pair", 21, SPLIT_SIZES, split_ref}, /* deep with two warp groups */
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_fin", 21, SPLIT_SIZES, fin_ref},
     {"cgrt_mla_split_m64_fin", 21, SPLIT_SIZES, fin_ref},

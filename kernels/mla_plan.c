@@ -40,8 +40,6 @@ struct cgrt_mla_plan {
   CUfunction f_fin;          /* the _fin split kernel (finish > 0) */
   int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
   int deep_parts;            /* its ranges P: one CTA per SM */
-  int deep_threads, deep_smem; /* its block size and dynamic shared memory */
-  const char *deep_name;     /* cgrt_mla_split_m16_deep, _deep_early or _pair */
   CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
 };
 
@@ -222,8 +220,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
-    e = getenv("CGRT_MLA_DEEP"); /* pair: cgrt_mla_split_m16_pair (two warp groups, A/B) */
-    p->deep_name = e && !strcmp(e, "pair") ? "cgrt_mla_split_m16_pair" : "cgrt_mla_split_m16_deep";
   }
   {
     /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
@@ -251,12 +247,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   p->deep_parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
   /* programmatic_launch 2: the kernels with the early schedule where they exist. */
   if (p->pdl == 2 && !strcmp(split_name, "cgrt_mla_split_m16_auto")) split_name = "cgrt_mla_split_m16_auto_early";
-  if (p->pdl == 2 && !strcmp(p->deep_name, "cgrt_mla_split_m16_deep")) p->deep_name = "cgrt_mla_split_m16_deep_early";
-  {
-    const int pair = !strcmp(p->deep_name, "cgrt_mla_split_m16_pair");
-    p->deep_threads = pair ? 256 : 128;
-    p->deep_smem = pair ? CGRT_MLA_M16_PAIR_SMEM : CGRT_MLA_M16_DEEP_SMEM;
-  }
   if (p->noop == 1) split_name = "cgrt_mla_noop_split";
   p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
@@ -267,13 +257,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
                                                  : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
                                                  &p->f_fin))) ||
-      (p->deep_rows && (st = cgrt__runtime_function(rt, p->deep_name, &p->f_deep)))) {
+      (p->deep_rows && (st = cgrt__runtime_function(rt, p->pdl == 2 ? "cgrt_mla_split_m16_deep_early"
+                                                                    : "cgrt_mla_split_m16_deep", &p->f_deep)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
   }
   if (p->deep_rows) {
     st = CGRT__CU(rt->drv, cuFuncSetAttribute,
-                  (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->deep_smem),
+                  (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CGRT_MLA_M16_DEEP_SMEM),
                   CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the deep split kernel's shared memory");
     if (st) goto fail;
   }
@@ -466,9 +457,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.gridDimX = (unsigned)p->s.groups;
   cfg.gridDimY = (unsigned)parts;
   cfg.gridDimZ = 1;
-  cfg.blockDimX = (unsigned)(deep ? p->deep_threads : p->s.threads);
+  cfg.blockDimX = (unsigned)p->s.threads;
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : deep ? p->deep_smem : p->s.smem);
+  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : deep ? CGRT_MLA_M16_DEEP_SMEM : p->s.smem);
   cfg.hStream = stream;
   cfg.attrs = p->pdl ? &attr : NULL;
   cfg.numAttrs = p->pdl ? 1 : 0;

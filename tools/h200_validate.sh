@@ -45,11 +45,6 @@ run mla_wgmma_test 150 "$B/mla_wgmma_test"
 # The one-CTA-per-SM 16-head split kernel (CGRT_MLA_SPLIT=deep, A/B variant "deep" of the
 # benchmark): correctness on the GPU before its timing is trusted.
 run mla_test_deep 200 env CGRT_MLA_SPLIT=deep "$B/mla_test"
-# The two-warp-group one-row kernel (CGRT_MLA_DEEP=pair, A/B variant "pair"; written in
-# the fourth session without a GPU): its one-row steps, plainly and under racecheck.
-run mla_test_pair 200 env CGRT_MLA_DEEP=pair "$B/mla_test"
-run racecheck_pair 300 env CGRT_MLA_DEEP=pair compute-sanitizer --tool racecheck "$B/mla_test" \
-  --gtest_filter=Mla.SingleRowSteps
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
 run engine_demo 200 "$B/engine_demo" 3000

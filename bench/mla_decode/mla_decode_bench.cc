@@ -42,7 +42,7 @@ static cgrt_runtime *rt;
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS", "CGRT_MLA_FINISH",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_DEEP"}) unsetenv(k);
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -390,8 +390,6 @@ int main(int argc, char **argv) {
       }
       if (heads <= 32 && batch <= 4) {
         vs.push_back({"nodeep", W, "CGRT_MLA_DEEP_ROWS=0", nullptr, {}, {}});
-        vs.push_back({"pair", W, "CGRT_MLA_DEEP=pair", nullptr, {}, {}});
-        vs.push_back({"pair_nocomb", W, "CGRT_MLA_DEEP=pair CGRT_MLA_NOOP=2", nullptr, {}, {}});
         vs.push_back({"deep_mt2", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
         vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
         vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
