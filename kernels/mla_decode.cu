@@ -927,6 +927,117 @@ __device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
   if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(ws);
 }
 
+// One-pass combine (cgrt_mla_combine_onepass, CGRT_MLA_COMB=onepass, A/B): the lanes of a
+// warp are LPP-lane groups, each on one partial per load (K4 float4 per lane), and each
+// group keeps U partials in flight, so that a short batch's many partials (132 for one
+// row on the H200) load in one pass instead of three dependent ones: NG = 8 x 32 / LPP
+// groups x U >= n. The groups' running maxima and sums meet in shared memory at the end.
+template <int K4, int LPP, int U>
+__device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, const float *__restrict__ part_lse,
+                                             bf16 *__restrict__ out, float *__restrict__ lse, int r, int h, int qh,
+                                             int slot0, int n, int col0, float4 *sacc, float *swsum, float *swmax) {
+  constexpr int PPW = 32 / LPP;  // partials per warp and load
+  constexpr int NG = 8 * PPW;    // lane groups of the CTA
+  constexpr int W4 = LPP * K4;   // float4 columns of the CTA
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int sub = lane / LPP, cl = lane - sub * LPP, grp = warp * PPW + sub;
+  float4 acc[K4];
+#pragma unroll
+  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f, mx = -INFINITY; // a group without partials keeps -inf and adds 0
+  for (int i = grp; i < n; i += NG * U) {
+    float w[U];
+    float4 v[U][K4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int idx = i + NG * u;
+      const bool ok = idx < n;
+      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
+      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float mn = mx; // partial i is valid, so mn is finite from here on
+#pragma unroll
+    for (int u = 0; u < U; u++) mn = fmaxf(mn, w[u]);
+    const float al = __expf(mx - mn);
+    mx = mn;
+    wsum *= al;
+#pragma unroll
+    for (int k = 0; k < K4; k++) {
+      acc[k].x *= al; acc[k].y *= al; acc[k].z *= al; acc[k].w *= al;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const float e = __expf(w[u] - mn);
+      wsum += e;
+#pragma unroll
+      for (int k = 0; k < K4; k++) {
+        acc[k].x += e * v[u][k].x; acc[k].y += e * v[u][k].y;
+        acc[k].z += e * v[u][k].z; acc[k].w += e * v[u][k].w;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K4; k++) sacc[grp * W4 + cl + LPP * k] = acc[k];
+  if (cl == 0) {
+    swsum[grp] = wsum;
+    swmax[grp] = mx;
+  }
+  __syncthreads();
+  float M = swmax[0]; // group 0 holds partial 0: finite
+#pragma unroll
+  for (int g = 1; g < NG; g++) M = fmaxf(M, swmax[g]);
+  const int t = threadIdx.x;
+  if (t < W4) {
+    float ws = 0.f;
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int g = 0; g < NG; g++) {
+      const float f = __expf(swmax[g] - M); // 0 for a group without partials
+      const float4 x = sacc[g * W4 + t];
+      ws += swsum[g] * f;
+      a.x += f * x.x; a.y += f * x.y; a.z += f * x.z; a.w += f * x.w;
+    }
+    // Float4 column t = cl + LPP k of every group (lane cl, its k-th float4).
+    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, a, 1.f / ws);
+    if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(ws);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_mla_combine_onepass(const int *__restrict__ meta, const float *__restrict__ part_o,
+                             const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                             int rows, int qh) {
+  __shared__ float4 sacc[8 * 128];
+  __shared__ float swsum[16], swmax[16];
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+  const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
+  const int *ts = meta + rows;
+  const int T = ts[rows], Pe = meta[2 * rows + 1];
+  const int rs = ts[r], re = ts[r + 1];
+  if (re <= rs) return;
+  const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
+  if (pl == pf) return;
+  const int slot0 = r + pf, n = pl - pf + 1;
+  const int col0 = blockIdx.z * (DV / nz);
+  // nz 8: 64 columns, 16-lane groups (16 per CTA); nz 4: 128 columns, 32-lane groups
+  // (8); nz 2 / 1: 256 / 512 columns. U from n: one pass where n allows it.
+  if (nz == 8) {
+    if (n > 64) combine_pass<1, 16, 9>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+    else combine_pass<1, 16, 4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  } else if (nz == 4) {
+    if (n > 64) combine_pass<1, 32, 17>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+    else combine_pass<1, 32, 8>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  } else if (nz == 2) {
+    combine_pass<2, 32, 4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  } else {
+    combine_pass<4, 32, 2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
     cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
                      const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
