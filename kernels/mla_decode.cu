@@ -845,93 +845,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts32(CGR
 }
 
 // Grid (q_heads, rows, nz), 256 threads: CTA (h, r, z) merges columns [z*W, (z+1)*W) of
-// head h of row r, W = 512 / nz (nz = 1, 2 or 4, chosen per launch so that short
-// batches still spread over the SMs); the 8 warps take every 8th partial, 8 float4 loads
-// in flight per lane, and reduce through shared memory.
-// One round trip after the metadata: each warp loads the LSE and the values of its
-// partials together and merges them online against its own running maximum; the warps'
-// maxima meet in shared memory at the end (the previous version loaded every LSE for the
-// block's maximum first, one dependent global round trip more).
-template <int K4>
-__device__ __forceinline__ void combine_cols(const float *__restrict__ part_o,
-                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
-                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
-                                             int col0, float4 *sacc, float *swsum, float *swmax) {
-  constexpr int W4 = 32 * K4; // float4 columns of this CTA
-  constexpr int U = 8 / K4;   // partials per batch
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float4 acc[K4];
-#pragma unroll
-  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f, mx = -INFINITY; // a warp without partials keeps -inf and adds 0
-  for (int i = warp; i < n; i += 8 * U) {
-    float w[U];
-    float4 v[U][K4];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int idx = i + 8 * u;
-      const bool ok = idx < n;
-      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
-      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4;
-      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
-#pragma unroll
-      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + lane + 32 * k) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    float mn = mx; // partial idx = i is valid, so mn is finite from here on
-#pragma unroll
-    for (int u = 0; u < U; u++) mn = fmaxf(mn, w[u]);
-    const float al = __expf(mx - mn);
-    mx = mn;
-    wsum *= al;
-#pragma unroll
-    for (int k = 0; k < K4; k++) {
-      acc[k].x *= al; acc[k].y *= al; acc[k].z *= al; acc[k].w *= al;
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const float e = __expf(w[u] - mn);
-      wsum += e;
-#pragma unroll
-      for (int k = 0; k < K4; k++) {
-        acc[k].x += e * v[u][k].x; acc[k].y += e * v[u][k].y;
-        acc[k].z += e * v[u][k].z; acc[k].w += e * v[u][k].w;
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < K4; k++) sacc[warp * W4 + lane + 32 * k] = acc[k];
-  if (lane == 0) {
-    swsum[warp] = wsum;
-    swmax[warp] = mx;
-  }
-  __syncthreads();
-  float M = swmax[0]; // warp 0 holds partial 0: finite
-#pragma unroll
-  for (int w = 1; w < 8; w++) M = fmaxf(M, swmax[w]);
-  float f[8], ws = 0.f;
-#pragma unroll
-  for (int w = 0; w < 8; w++) {
-    f[w] = __expf(swmax[w] - M); // 0 for a warp without partials
-    ws += swsum[w] * f[w];
-  }
-  const int t = threadIdx.x;
-  if (t < W4) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int w = 0; w < 8; w++) {
-      const float4 x = sacc[w * W4 + t];
-      v.x += f[w] * x.x; v.y += f[w] * x.y; v.z += f[w] * x.z; v.w += f[w] * x.w;
-    }
-    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, v, 1.f / ws);
-  }
-  if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(ws);
-}
-
-// One-pass combine (cgrt_mla_combine_onepass, CGRT_MLA_COMB=onepass, A/B): the lanes of a
-// warp are LPP-lane groups, each on one partial per load (K4 float4 per lane), and each
-// group keeps U partials in flight, so that a short batch's many partials (132 for one
-// row on the H200) load in one pass instead of three dependent ones: NG = 8 x 32 / LPP
-// groups x U >= n. The groups' running maxima and sums meet in shared memory at the end.
+// head h of row r, W = 512 / nz (nz = 1, 2, 4 or 8, chosen per launch so that short
+// batches still spread over the SMs). The lanes of a warp form LPP-lane groups, each on
+// one partial per load (K4 float4 per lane), and each group keeps U partials in flight,
+// chosen so that a short batch's many partials (132 for one row on the H200) load in one
+// pass rather than three dependent ones (H200, eighth pass: -5.5% at (1,16,8192)). Each
+// group merges its partials online (LSE and values in the same load round trip, against
+// its running maximum); the groups' maxima and sums meet in shared memory at the end.
 template <int K4, int LPP, int U>
 __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                              bf16 *__restrict__ out, float *__restrict__ lse, int r, int h, int qh,
@@ -1007,11 +927,13 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    cgrt_mla_combine_onepass(const int *__restrict__ meta, const float *__restrict__ part_o,
-                             const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
-                             int rows, int qh) {
+    cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
+                     const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                     int rows, int qh) {
   __shared__ float4 sacc[8 * 128];
   __shared__ float swsum[16], swmax[16];
+  // Programmatic dependent launch: wait for the split kernel's partials; the next
+  // kernel (e.g. the next layer's split) may then launch and run its prologue.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
@@ -1036,30 +958,6 @@ extern "C" __global__ void __launch_bounds__(256)
   } else {
     combine_pass<4, 32, 2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
   }
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
-                     const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
-                     int rows, int qh) {
-  __shared__ float4 sacc[8 * 128];
-  __shared__ float swsum[8], swmax[8];
-  // Programmatic dependent launch: wait for the split kernel's partials; the next
-  // kernel (e.g. the next layer's split) may then launch and run its prologue.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
-  const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
-  const int *ts = meta + rows;
-  const int T = ts[rows], Pe = meta[2 * rows + 1];
-  const int rs = ts[r], re = ts[r + 1];
-  if (re <= rs) return;
-  const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
-  if (pl == pf) return;
-  const int slot0 = r + pf, n = pl - pf + 1;
-  const int col0 = blockIdx.z * (DV / nz);
-  if (nz == 4) combine_cols<1>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
-  else if (nz == 2) combine_cols<2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
-  else combine_cols<4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

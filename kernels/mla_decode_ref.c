@@ -293,6 +293,5 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {"cgrt_mla_combine_wide", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
-    {"cgrt_mla_combine_onepass", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {0},
 };

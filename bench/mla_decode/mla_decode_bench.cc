@@ -394,12 +394,6 @@ int main(int argc, char **argv) {
         vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
         vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
       }
-      // Eighth pass (fifth session): the combine's partials in one pass (short batches:
-      // 64-column slices with 16-lane groups; up to 17 partials in flight per lane).
-      vs.push_back({"onepass", W, "CGRT_MLA_COMB=onepass", nullptr, {}, {}});
-      if (batch <= 4) {
-        vs.push_back({"onepass_pdl", W, "CGRT_MLA_COMB=onepass CGRT_MLA_PDL=1", nullptr, {}, {}});
-      }
       // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
