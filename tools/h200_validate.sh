@@ -66,6 +66,9 @@ run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.FinishInKernelMergeAndAlign
+# One-row steps: the one-row split kernel and the combine's 64-column slices (nz 8).
+[ "$QUICK" != 1 ] && run racecheck_one_row 420 compute-sanitizer --tool racecheck "$B/mla_test" \
+  --gtest_filter=Mla.SingleRowSteps
 wait
 echo "== total $(( $(date +%s) - T0 ))s"
 cat "$O/gpu.txt"
