@@ -852,10 +852,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_ts32(CGR
 // pass rather than three dependent ones (H200, eighth pass: -5.5% at (1,16,8192)). Each
 // group merges its partials online (LSE and values in the same load round trip, against
 // its running maximum); the groups' maxima and sums meet in shared memory at the end.
-template <int K4, int LPP, int U>
+//
+// SPEC (steps of one row, nz 8; cgrt_mla_combine): the row's partials start at slot 0,
+// so the first NG x U slots are loaded before the metadata that says how many there are
+// (the loads and the metadata take one round trip instead of two); slots past the count
+// are then dropped. The host launches this form only when the workspace holds at least
+// NG x U slots. Returns without writing when the row was not split (or is padding).
+template <int K4, int LPP, int U, bool SPEC = false>
 __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                              bf16 *__restrict__ out, float *__restrict__ lse, int r, int h, int qh,
-                                             int slot0, int n, int col0, float4 *sacc, float *swsum, float *swmax) {
+                                             int slot0, int n, int col0, float4 *sacc, float *swsum, float *swmax,
+                                             const int *__restrict__ meta = nullptr) {
   constexpr int PPW = 32 / LPP;  // partials per warp and load
   constexpr int NG = 8 * PPW;    // lane groups of the CTA
   constexpr int W4 = LPP * K4;   // float4 columns of the CTA
@@ -865,20 +872,9 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
 #pragma unroll
   for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
   float wsum = 0.f, mx = -INFINITY; // a group without partials keeps -inf and adds 0
-  for (int i = grp; i < n; i += NG * U) {
-    float w[U];
-    float4 v[U][K4];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int idx = i + NG * u;
-      const bool ok = idx < n;
-      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
-      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
-      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
-#pragma unroll
-      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    float mn = mx; // partial i is valid, so mn is finite from here on
+  // Online merge of a batch of U partials whose first one is valid.
+  auto merge = [&](float(&w)[U], float4(&v)[U][K4]) {
+    float mn = mx; // partial 0 of the batch is valid, so mn is finite from here on
 #pragma unroll
     for (int u = 0; u < U; u++) mn = fmaxf(mn, w[u]);
     const float al = __expf(mx - mn);
@@ -898,6 +894,49 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
         acc[k].z += e * v[u][k].z; acc[k].w += e * v[u][k].w;
       }
     }
+  };
+  int i0 = grp;
+  if (SPEC) {
+    float w[U];
+    float4 v[U][K4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const long long sl = (long long)(grp + NG * u) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
+      w[u] = __ldcg(part_lse + sl);
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = __ldcg(src + LPP * k);
+    }
+    const int *ts = meta + 1; // one row: meta = {len, ts[0], ts[1] = T, Pe}
+    const int T = ts[1], Pe = meta[3];
+    if (T <= 0) return; // padding row: the split kernel wrote it
+    const int pl = part_of(T - 1, T, Pe);
+    if (pl == 0) return; // one range: the split kernel wrote the output
+    n = pl + 1;
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (grp + NG * u >= n) { // a stale slot: dropped
+        w[u] = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < K4; k++) v[u][k] = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    if (grp < n) merge(w, v);
+    i0 = grp + NG * U;
+  }
+  for (int i = i0; i < n; i += NG * U) {
+    float w[U];
+    float4 v[U][K4];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int idx = i + NG * u;
+      const bool ok = idx < n;
+      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
+      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    merge(w, v);
   }
 #pragma unroll
   for (int k = 0; k < K4; k++) sacc[grp * W4 + cl + LPP * k] = acc[k];
@@ -926,10 +965,13 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
-                     const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
-                     int rows, int qh) {
+// The combine kernel (SPEC: the one-row form that loads before the metadata, see
+// combine_pass; cgrt_mla_combine_nospec, CGRT_MLA_COMB=nospec, is the same without it,
+// for A/B runs).
+template <bool SPEC>
+__device__ __forceinline__ void combine_kernel(const int *__restrict__ meta, const float *__restrict__ part_o,
+                                               const float *__restrict__ part_lse, bf16 *__restrict__ out,
+                                               float *__restrict__ lse, int rows, int qh) {
   __shared__ float4 sacc[8 * 128];
   __shared__ float swsum[16], swmax[16];
   // Programmatic dependent launch: wait for the split kernel's partials; the next
@@ -937,6 +979,12 @@ extern "C" __global__ void __launch_bounds__(256)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
+  const int col0 = blockIdx.z * (DV / nz);
+  // One row with 64-column slices: the host reserved >= 16 x 9 slots (mla_plan.c).
+  if (SPEC && nz == 8 && rows == 1) {
+    combine_pass<1, 16, 9, true>(part_o, part_lse, out, lse, 0, h, qh, 0, 0, col0, sacc, swsum, swmax, meta);
+    return;
+  }
   const int *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
   const int rs = ts[r], re = ts[r + 1];
@@ -944,7 +992,6 @@ extern "C" __global__ void __launch_bounds__(256)
   const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
   if (pl == pf) return;
   const int slot0 = r + pf, n = pl - pf + 1;
-  const int col0 = blockIdx.z * (DV / nz);
   // nz 8: 64 columns, 16-lane groups (16 per CTA); nz 4: 128 columns, 32-lane groups
   // (8); nz 2 / 1: 256 / 512 columns. U from n: one pass where n allows it.
   if (nz == 8) {
@@ -958,6 +1005,19 @@ extern "C" __global__ void __launch_bounds__(256)
   } else {
     combine_pass<4, 32, 2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_mla_combine(const int *__restrict__ meta, const float *__restrict__ part_o,
+                     const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                     int rows, int qh) {
+  combine_kernel<true>(meta, part_o, part_lse, out, lse, rows, qh);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_mla_combine_nospec(const int *__restrict__ meta, const float *__restrict__ part_o,
+                            const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
+                            int rows, int qh) {
+  combine_kernel<false>(meta, part_o, part_lse, out, lse, rows, qh);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -293,5 +293,6 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {"cgrt_mla_combine_wide", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
+    {"cgrt_mla_combine_nospec", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref}, /* combine, A/B */
     {0},
 };

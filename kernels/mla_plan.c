@@ -33,6 +33,8 @@ struct cgrt_mla_plan {
   int fuse;                  /* rows <= split block size: the split kernel schedules itself */
   int alt_max;               /* cgrt_mla_split_m16_auto: ranges of <= alt_max tiles run 2 x 32 */
   int wide;                  /* cgrt_mla_combine_wide (nz up to 16, online LSE merge) */
+  int nospec;                /* cgrt_mla_combine_nospec (A/B: no loads before the metadata) */
+  int64_t slots;             /* partial slots of the workspace: max_rows + P */
   int finish;                /* steps of <= finish rows: _fin split kernel (in-kernel merge) */
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
@@ -204,8 +206,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (e && atoi(e) > 0 && atoi(e) <= 65535) p->s.parts = atoi(e);
     e = getenv("CGRT_MLA_ALT_MAX"); /* tiles per range at or below which auto runs 2 x 32 */
     p->alt_max = e && atoi(e) >= 0 && *e ? atoi(e) : CGRT_MLA_ALT_MAX_TILES;
-    e = getenv("CGRT_MLA_COMB"); /* wide | narrow */
+    e = getenv("CGRT_MLA_COMB"); /* wide | narrow | nospec */
     p->wide = e && *e ? !strcmp(e, "wide") : CGRT_MLA_DEFAULT_WIDE;
+    p->nospec = e && !strcmp(e, "nospec");
     e = getenv("CGRT_MLA_PDL"); /* 0 | 1 | 2: overrides options.programmatic_launch */
     p->pdl = e && (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : o.programmatic_launch;
     e = getenv("CGRT_MLA_FUSE");
@@ -252,7 +255,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
       (st = cgrt__runtime_function(rt, p->noop ? "cgrt_mla_noop_combine"
-                                               : p->wide ? "cgrt_mla_combine_wide" : "cgrt_mla_combine",
+                                               : p->wide   ? "cgrt_mla_combine_wide"
+                                               : p->nospec ? "cgrt_mla_combine_nospec"
+                                                           : "cgrt_mla_combine",
                                    &p->f_comb)) ||
       (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
                                                  : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
@@ -288,6 +293,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
 
   {
     const int64_t slots = (int64_t)p->max_rows + p->s.parts;
+    p->slots = slots;
     cgrt_tensor_desc *d = p->descs;
     d[0].ndim = 3; d[0].shape[0] = slots; d[0].shape[1] = p->q_heads; d[0].shape[2] = CGRT_MLA_DV;
     d[0].dtype = CGRT_DTYPE_F32;
@@ -481,8 +487,10 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
       cfg.gridDimZ = nz;
     } else {
       /* 64-column slices for the shortest steps (one row of 16 or 32 heads: -5.5% /
-       * -2.5% on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs. */
-      cfg.gridDimZ = rh <= 32 ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+       * -2.5% on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs.
+       * With one row, the kernel loads slots 0..143 before it knows how many hold
+       * partials: nz 8 only where the workspace has that many. */
+      cfg.gridDimZ = rh <= 32 && (rows > 1 || p->slots >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
     }
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;

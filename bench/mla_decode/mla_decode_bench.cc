@@ -394,6 +394,12 @@ int main(int argc, char **argv) {
         vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
         vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
       }
+      // Eighth pass (fifth session): the combine without its one-row loads before the
+      // metadata (nospec).
+      if (batch <= 2) {
+        vs.push_back({"nospec", W, "CGRT_MLA_COMB=nospec", nullptr, {}, {}});
+        vs.push_back({"nospec_pdl", W, "CGRT_MLA_COMB=nospec CGRT_MLA_PDL=1", nullptr, {}, {}});
+      }
       // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
