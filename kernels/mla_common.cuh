@@ -46,17 +46,12 @@
 #define CGRT_MLA_M16_DEEP_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 4, 32)
 /* Three CTAs per SM of three 16-token stages (CGRT_MLA_SPLIT=s3): 64256 B each. */
 #define CGRT_MLA_M16_S3_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 3, 16)
-/* Defaults of the variant knobs (kernels/mla_plan.c): the m16 split kernel ("auto" =
+/* Default of the variant knob for the m16 split kernel (kernels/mla_plan.c): "auto" =
  * cgrt_mla_split_m16_auto, "s16" = cgrt_mla_split_m16, "ts32", "s3"; CGRT_MLA_SPLIT
- * overrides) and the combine kernel (1 = cgrt_mla_combine_wide, 0 = cgrt_mla_combine;
- * CGRT_MLA_COMB=wide|narrow). H200, 2026-11-29 third pass (interleaved A/B): auto is
- * -6.4% at (32,16,8192) (31 tiles per range) and within noise elsewhere; wide and s3
- * were within +-3% (wide +4% at batch 1), so they stay off. */
+ * overrides. H200, 2026-11-29 third pass (interleaved A/B): auto is -6.4% at
+ * (32,16,8192) (31 tiles per range) and within noise elsewhere; s3 was within +-3%. */
 #ifndef CGRT_MLA_DEFAULT_M16_SPLIT
 #define CGRT_MLA_DEFAULT_M16_SPLIT "auto"
-#endif
-#ifndef CGRT_MLA_DEFAULT_WIDE
-#define CGRT_MLA_DEFAULT_WIDE 0
 #endif
 /* cgrt_mla_split_m16_auto: ranges of at most this many 32-token tiles run the two-stage
  * 32-token pipeline (CGRT_MLA_ALT_MAX overrides). Measured on the H200: 2 x 32 is 8%
@@ -75,9 +70,6 @@
 #ifndef CGRT_MLA_DEFAULT_ALIGN
 #define CGRT_MLA_DEFAULT_ALIGN 1
 #endif
-/* In-kernel merge (CGRT_MLA_FINISH=n: the _fin split kernel for steps of <= n rows):
- * default off (0): on the H200 +6% at batch 1, +35% at batch 4, +5..19% at 32+ rows
- * against split + combine kernel (fourth pass, bench/mla_decode/NOTES.md). */
 /* Steps of <= n rows (CGRT_MLA_DEEP_ROWS=n overrides) run cgrt_mla_split_m16_deep (one
  * CTA per SM, three 32-token stages in flight) with ranges of >= CGRT_MLA_MIN_TILES_DEEP
  * tiles, where the plan's kernel is the default 16-head one and the combine strategy the
@@ -87,9 +79,6 @@
 #define CGRT_MLA_DEFAULT_DEEP_ROWS 1
 #endif
 #define CGRT_MLA_MIN_TILES_DEEP 2
-#ifndef CGRT_MLA_DEFAULT_FINISH_ROWS
-#define CGRT_MLA_DEFAULT_FINISH_ROWS 0
-#endif
 
 /* How a plan runs q_heads query heads on sm_count SMs (host side; also used by the
  * standalone GPU harness in bench/mla_decode/). Head-count rule: tile = 8 if q_heads

@@ -17,10 +17,7 @@
 //                       _chunk / _nobta: the previous KV copies / block-table reads (A/B).
 //   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
 //   cgrt_mla_combine    merges the partial results of the rows that were split
-//                       (_wide: up to 16 column slices, online LSE merge; A/B only).
-//   cgrt_mla_split_m16_fin / _m64_fin  split + in-kernel parallel merge (no combine
-//                       kernel; CGRT_MLA_FINISH=n for steps of <= n rows; off by
-//                       default: slower than split + combine on the H200, NOTES.md).
+//                       (_nospec: without the one-row loads before the metadata; A/B).
 //   cgrt_mla_noop_split / _combine  return at once (CGRT_MLA_NOOP, timing floor only).
 //
 // Work split: the T = sum_r ceil(len_r / 32) KV tiles of the batch are cut into Pe equal
@@ -65,190 +62,6 @@ __device__ __forceinline__ unsigned smem_u32(const void *p) {
 __device__ __forceinline__ void bar_named(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-// Polling load: coherent at GPU scope without the L1 invalidation that an acquire load
-// brings on every poll (which would also evict the L1 lines of the CTA sharing the SM);
-// the waiter fences once when the value is there.
-__device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Wider combine (CGRT_MLA_COMB=wide): grid (q_heads, rows, nz), nz up to 16, 256
-// threads; CTA (h, r, z) merges W4 = 128 / nz float4 columns of head h of row r. Lanes
-// are (partial, column) pairs (NW warps; the combine kernel runs 8, the finish phase of
-// the _fin split kernels the split block's): LPP = min(W4, 32) lanes per partial, 32 / LPP partials
-// per warp and pass, so a short batch (few rows, many partials) spreads over many CTAs
-// and each lane keeps up to U partials in flight. The LSE is merged online (running
-// max, rescaled sums), so the LSE and the values of a partial load together instead of
-// one pass over the LSEs first; the per-thread states are merged through shared memory.
-template <int W4, int NW = 8>
-__device__ __forceinline__ void combine_wide(const float *__restrict__ part_o,
-                                             const float *__restrict__ part_lse, bf16 *__restrict__ out,
-                                             float *__restrict__ lse, int r, int h, int qh, int slot0, int n,
-                                             int col0, float4 *sacc, float *sm, float *ss) {
-  constexpr int LPP = W4 < 32 ? W4 : 32; // lanes per partial
-  constexpr int PPW = 32 / LPP;          // partials per warp and pass
-  constexpr int K4 = W4 / LPP;           // float4 per lane and partial
-  constexpr int NG = NW * PPW;           // partial lanes-groups per CTA
-  constexpr int U = K4 >= 4 ? 2 : 4;     // partials in flight per lane
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int sub = lane / LPP, cl = lane - sub * LPP, grp = warp * PPW + sub;
-  float m = -INFINITY, s = 0.f;
-  float4 acc[K4];
-#pragma unroll
-  for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int i = grp; i < n; i += NG * U) {
-    float w[U];
-    float4 v[U][K4];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int idx = i + NG * u;
-      const bool ok = idx < n;
-      const long long sl = (long long)(slot0 + (ok ? idx : 0)) * qh + h;
-      const float4 *src = reinterpret_cast<const float4 *>(part_o + sl * DV) + col0 / 4 + cl;
-      w[u] = ok ? __ldcg(part_lse + sl) : -INFINITY;
-#pragma unroll
-      for (int k = 0; k < K4; k++) v[u][k] = ok ? __ldcg(src + LPP * k) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      if (w[u] == -INFINITY) continue;
-      const float mn = fmaxf(m, w[u]);
-      const float c = __expf(m - mn), e = __expf(w[u] - mn);
-      m = mn;
-      s = s * c + e;
-#pragma unroll
-      for (int k = 0; k < K4; k++) {
-        acc[k].x = acc[k].x * c + e * v[u][k].x; acc[k].y = acc[k].y * c + e * v[u][k].y;
-        acc[k].z = acc[k].z * c + e * v[u][k].z; acc[k].w = acc[k].w * c + e * v[u][k].w;
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < K4; k++) sacc[k * (NW * 32) + tid] = acc[k];
-  sm[tid] = m;
-  ss[tid] = s;
-  __syncthreads();
-  if (tid < W4) {
-    // Column tid is held by lane cl = tid % LPP, float4 k = tid / LPP, of every group.
-    const int c = tid % LPP, k = tid / LPP;
-    float M = -INFINITY;
-#pragma unroll 4
-    for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm[(gi / PPW) * 32 + (gi % PPW) * LPP + c]);
-    float S = 0.f;
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int gi = 0; gi < NG; gi++) {
-      const int t = (gi / PPW) * 32 + (gi % PPW) * LPP + c;
-      const float mt = sm[t];
-      if (mt == -INFINITY) continue;
-      const float e = __expf(mt - M);
-      const float4 x = sacc[k * (NW * 32) + t];
-      S += e * ss[t];
-      a.x += e * x.x; a.y += e * x.y; a.z += e * x.z; a.w += e * x.w;
-    }
-    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + tid * 4, a, 1.f / S);
-    if (tid == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(S);
-  }
-}
-
-// Finish phase of the _fin split kernels (CGRT_MLA_FINISH=n): the partials are merged
-// inside the split kernel, so a step is one kernel (two with the schedule kernel for
-// rows > block size) and no combine launch. Counters (zero between launches, reset by
-// the last CTA to leave): fin[0] workers started (CTAs (g, p < Pe) count themselves
-// once the schedule is known), fin[1] merge-job tickets, fin[2] CTAs done,
-// fin[4 + r * G + g] ranges of (row r, head group g) whose partials are written. Merge
-// jobs are (row, head, column slice) with nz slices (nz up to 16: about 2 x CTAs jobs);
-// a CTA takes jobs only once all W = Pe x groups workers have started, so the workers
-// it waits for are resident or done and the wait cannot deadlock; the last worker to
-// start always qualifies when it gets here, so every job is taken. (A first version
-// assigned (group, range) by a ticket drawn at entry: the first tickets went to CTAs
-// sharing SMs, and at batch 1 the workers ran up to 2x slower per tile.)
-template <int NT>
-__device__ __forceinline__ void mla_finish(const int *ts, int T, int Pe, int rows, int qh, int hg, int G,
-                                           const float *part_o, const float *part_lse, bf16 *out,
-                                           float *lse, unsigned *fin, int W, bool worker,
-                                           unsigned char *smem) {
-  constexpr int NW = NT / 32;
-  __shared__ int s_job, s_flag;
-  const int tid = threadIdx.x;
-  const int ncta = gridDim.x * gridDim.y;
-  // CTAs without a range wait longer between polls (fewer loads on the counter's L2 slice).
-  const unsigned spin_ns = worker ? 64u : 256u;
-  __syncthreads(); // the split phase is done with shared memory
-  if (tid == 0) {
-    // A CTA without a range waits a bounded time for the workers to start (they are
-    // normally all resident at once); it never waits unboundedly before they have.
-    unsigned k = ld_relaxed(fin);
-    for (int i = 0; !worker && k < (unsigned)W && i < 16; i++) {
-      __nanosleep(128);
-      k = ld_relaxed(fin);
-    }
-    s_flag = k >= (unsigned)W;
-  }
-  __syncthreads();
-  if (s_flag && T > 0) {
-    int nz = 1;
-    while (nz < 16 && (long long)rows * qh * nz < 2LL * ncta) nz <<= 1;
-    const long long nj = (long long)rows * qh * nz;
-    const int ch = (int)max(1LL, nj / (4LL * ncta));
-    float4 *sacc = reinterpret_cast<float4 *>(smem);
-    float *sm = reinterpret_cast<float *>(sacc + 4 * NT);
-    float *ss = sm + NT;
-    for (;;) {
-      if (tid == 0) s_job = (int)atomicAdd(fin + 1, (unsigned)ch);
-      __syncthreads();
-      const long long j0 = (unsigned)s_job;
-      __syncthreads();
-      if (j0 >= nj) break;
-      const long long j1 = j0 + ch < nj ? j0 + ch : nj;
-      for (long long j = j0; j < j1; j++) {
-        const int r = (int)(j / ((long long)qh * nz));
-        const int rem = (int)(j - (long long)r * qh * nz);
-        const int h = rem / nz, z = rem - (rem / nz) * nz;
-        const int rs = ts[r], re = ts[r + 1];
-        if (re <= rs) continue;
-        const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
-        if (pl == pf) continue;
-        const int n = pl - pf + 1;
-        if (tid == 0) {
-          const unsigned *c = fin + 4 + (long long)r * G + h / hg;
-          while (ld_relaxed(c) < (unsigned)n) __nanosleep(spin_ns);
-          __threadfence();
-        }
-        __syncthreads();
-        const int col0 = z * (DV / nz);
-        switch (nz) {
-        case 1: combine_wide<128, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
-        case 2: combine_wide<64, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
-        case 4: combine_wide<32, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
-        case 8: combine_wide<16, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
-        default: combine_wide<8, NW>(part_o, part_lse, out, lse, r, h, qh, r + pf, n, col0, sacc, sm, ss); break;
-        }
-        __syncthreads();
-      }
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    __threadfence();
-    s_flag = atomicAdd(fin + 2, 1u) == (unsigned)(ncta - 1);
-  }
-  __syncthreads();
-  if (s_flag) {
-    // Last CTA out: every other CTA is past its last counter access.
-    __threadfence();
-    for (int i = tid; i < rows * G; i += NT) fin[4 + i] = 0u;
-    if (tid == 0) fin[0] = fin[1] = fin[2] = 0u;
-  }
-}
-
 // R row groups of 16 query heads; each row group is 4 warps that split the 576-wide
 // dot products (144 each, Q fragments held in registers) and the 512 output columns
 // (128 each). S partials are summed through shared memory, every warp then holds the
@@ -264,7 +77,6 @@ struct IC {
 // 32-token pipeline (less fill and restart cost per range), longer ranges the
 // STAGES x TS pipeline; the choice is uniform per CTA. Dynamic shared memory must hold
 // the larger of the two layouts.
-// FIN = 1: merge in the kernel (mla_finish; counters must be the lane's counters).
 // PROF = 1 (cgrt_mla_split_m16_prof, CGRT_MLA_SPLIT=prof with CGRT_MLA_NOOP=2, A/B
 // diagnostics only): thread 0 of each CTA stamps %globaltimer at entry, after the
 // schedule, when the first block-table entry is in, after the first stage's copies are
@@ -284,7 +96,7 @@ struct IC {
 // first block-table entry before griddepcontrol.wait, so that under programmatic
 // dependent launch this prologue overlaps the kernel before it. Everything that kernel
 // may write (q, kv, the workspace and meta, out, lse) is read or written after the wait.
-template <int R, int STAGES0, int TS0, int ALT, int FIN = 0, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0>
+template <int R, int STAGES0, int TS0, int ALT, int PROF = 0, int WROW = 1, int BTA = 1, int EARLY = 0>
 __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -317,7 +129,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int wr = warp >> 2, wc = warp & 3;
   const int gq = lane >> 2, t4 = lane & 3;
   const int G = gridDim.x;
-  unsigned *fin = counters;
   // Fused schedule (seq_lens != nullptr, rows <= NT): every CTA derives the per-row
   // lengths and tile prefix sums itself, as cgrt_mla_schedule would, in shared memory;
   // CTA (0, 0) also writes them to meta for the combine kernel. Saves a launch and a
@@ -354,8 +165,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const int T = ts[rows];
   const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
   const bool work = T > 0 && p < Pe;
-  if (!FIN && !PROF && !work) return;
-  if (FIN && work && tid == 0) atomicAdd(fin, 1u); // FIN: workers started
+  if (!PROF && !work) return;
   const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
   const int lo = cgrt_mla::first_row(ts, rows, b0);
 
@@ -461,7 +271,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
       }
       cp_commit();
     }
-#pragma unroll
     {
       long long pe0[STAGES - 1], pe1[STAGES - 1]; // all entries first: their loads overlap
 #pragma unroll
@@ -665,12 +474,7 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         if (v0) part_lse[slot * qh + hrow0] = lse0;
         if (v1) part_lse[slot * qh + hrow1] = lse1;
       }
-      if (FIN) {
-        // Partials of (row, group) written: count them for the finish phase.
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) atomicAdd(fin + 4 + (long long)r * G + g, 1u);
-      } else if (counters != nullptr) {
+      if (counters != nullptr) {
         // Last CTA of (row, head group) to finish merges the partials and resets the
         // counter, so the buffer stays zero between launches.
         __threadfence();
@@ -710,7 +514,6 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
     }
     return;
   }
-  if (FIN) mla_finish<NT>(ts, T, Pe, rows, qh, hg, G, part_o, part_lse, out, lse, fin, Pe * G, work, smem);
 }
 
 } // namespace
@@ -793,19 +596,19 @@ extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto(CGR
 // The auto kernel with the previous chunk-per-thread KV copies (CGRT_MLA_COPY=chunk,
 // A/B; see WROW).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_chunk(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 0>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 // The auto kernel with the block-table entries read by each stage's copy issue
 // (CGRT_MLA_BTA=0, A/B; see BTA).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_nobta(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1, 0>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 1, 0>(CGRT_MLA_SPLIT_ARGS);
 }
 // The auto and deep kernels with the early schedule (programmatic_launch = 2; see EARLY).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_auto_early(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep_early(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, 4, 32, 0, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
+  mla_split<1, 4, 32, 0, 0, 1, 1, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 // One CTA per SM with four 32-token stages, three of them in flight while it computes
 // one (CGRT_MLA_SPLIT=deep, A/B): for short batches, whose ranges of a few tiles then
@@ -815,14 +618,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_m16_deep(CGR
 }
 // The auto kernel with per-CTA timestamps into out (CGRT_MLA_SPLIT=prof, diagnostics).
 extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_prof(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 0, 1>(CGRT_MLA_SPLIT_ARGS);
-}
-// In-kernel merge (CGRT_MLA_FINISH=1, mla_finish): the auto pipeline, no combine kernel.
-extern "C" __global__ void __launch_bounds__(128, 2) cgrt_mla_split_m16_fin(CGRT_MLA_SPLIT_PARAMS) {
   mla_split<1, CGRT_MLA_M16_STAGES, CGRT_MLA_M16_TS, 1, 1>(CGRT_MLA_SPLIT_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(512, 1) cgrt_mla_split_m64_fin(CGRT_MLA_SPLIT_PARAMS) {
-  mla_split<4, CGRT_MLA_M64_STAGES, CGRT_MLA_M64_TS, 0, 1>(CGRT_MLA_SPLIT_ARGS);
 }
 // Kernels that return at once, with the split and combine kernels' parameters
 // (CGRT_MLA_NOOP=1, A/B only): the floor of a step's graph (launch, event, node costs).
@@ -1020,28 +816,3 @@ extern "C" __global__ void __launch_bounds__(256)
   combine_kernel<false>(meta, part_o, part_lse, out, lse, rows, qh);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    cgrt_mla_combine_wide(const int *__restrict__ meta, const float *__restrict__ part_o,
-                          const float *__restrict__ part_lse, bf16 *__restrict__ out, float *__restrict__ lse,
-                          int rows, int qh) {
-  __shared__ float4 sacc[4 * 256];
-  __shared__ float sm[256], ss[256];
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
-  const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
-  const int *ts = meta + rows;
-  const int T = ts[rows], Pe = meta[2 * rows + 1];
-  const int rs = ts[r], re = ts[r + 1];
-  if (re <= rs) return;
-  const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
-  if (pl == pf) return;
-  const int slot0 = r + pf, n = pl - pf + 1;
-  const int col0 = blockIdx.z * (DV / nz);
-  switch (nz) {
-  case 1: combine_wide<128>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
-  case 2: combine_wide<64>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
-  case 4: combine_wide<32>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
-  case 8: combine_wide<16>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
-  default: combine_wide<8>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, sm, ss); break;
-  }
-}

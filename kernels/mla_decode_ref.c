@@ -214,31 +214,6 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
   split_core(l, p, off, 1);
 }
 
-/* cgrt_mla_split_m16_fin / _m64_fin (CGRT_MLA_FINISH=1): split parameters; counters
- * (required) hold the kernel's tickets and per-(row, group) done counts, all back at 0
- * when it returns. Result: as the split kernel with the workspace strategy followed by
- * cgrt_mla_combine over every row (partials merged in the kernel). */
-static void fin_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 0);
-  {
-    const int *meta = PTR(const int, 3);
-    const float *part_o = PTR(const float, 6);
-    const float *part_lse = PTR(const float, 7);
-    uint16_t *out = PTR(uint16_t, 4);
-    float *lse = PTR(float, 5);
-    const int rows = INT(9), qh = INT(10);
-    const int *ts = meta + rows;
-    const int T = ts[rows], Pe = meta[2 * rows + 1];
-    for (int r = 0; r < rows && T > 0; r++) {
-      const int rs = ts[r], re = ts[r + 1];
-      if (re <= rs) continue;
-      const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
-      if (pl == pf) continue;
-      combine_heads(part_o, part_lse, out, lse, r, qh, 0, qh, r + pf, pl - pf + 1);
-    }
-  }
-}
-
 /* cgrt_mla_noop_split / cgrt_mla_noop_combine (CGRT_MLA_NOOP=1, timing floor): nothing. */
 static void noop_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   (void)l;
@@ -246,9 +221,10 @@ static void noop_ref(const cgrt__ref_launch *l, const unsigned char *p, const si
   (void)off;
 }
 
-/* cgrt_mla_combine and cgrt_mla_combine_wide (same parameters; the wide one merges
- * the LSEs online and allows nz up to 16) (meta, part_o, part_lse, out, lse, rows,
- * q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column slice; together the whole row): merges the partials of every row that more than one range touched. */
+/* cgrt_mla_combine and cgrt_mla_combine_nospec (the same merge) (meta, part_o, part_lse,
+ * out, lse, rows, q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column
+ * slice; together the whole row): merges the partials of every row that more than one
+ * range touched. */
 static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   const int *meta = PTR(const int, 0);
   const float *part_o = PTR(const float, 1);
@@ -287,12 +263,9 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_auto_early", 21, SPLIT_SIZES, split_ref}, /* schedule before the PDL wait */
     {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_fin", 21, SPLIT_SIZES, fin_ref},
-    {"cgrt_mla_split_m64_fin", 21, SPLIT_SIZES, fin_ref},
     {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
-    {"cgrt_mla_combine_wide", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
     {"cgrt_mla_combine_nospec", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref}, /* combine, A/B */
     {0},
 };

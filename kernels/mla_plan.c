@@ -32,14 +32,10 @@ struct cgrt_mla_plan {
   int pdl;                   /* launch split and combine with programmatic stream serialization */
   int fuse;                  /* rows <= split block size: the split kernel schedules itself */
   int alt_max;               /* cgrt_mla_split_m16_auto: ranges of <= alt_max tiles run 2 x 32 */
-  int wide;                  /* cgrt_mla_combine_wide (nz up to 16, online LSE merge) */
   int nospec;                /* cgrt_mla_combine_nospec (A/B: no loads before the metadata) */
   int64_t slots;             /* partial slots of the workspace: max_rows + P */
-  int finish;                /* steps of <= finish rows: _fin split kernel (in-kernel merge) */
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
-  int fin_smem;              /* dynamic shared memory of the _fin kernel */
-  CUfunction f_fin;          /* the _fin split kernel (finish > 0) */
   int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
   int deep_parts;            /* its ranges P: one CTA per SM */
   CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
@@ -150,7 +146,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
      * CGRT_MLA_FUSE=0 keeps the schedule kernel for short batches;
      * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range; CGRT_MLA_SPLIT=auto
      * picks the m16 pipeline per CTA from its range length (CGRT_MLA_ALT_MAX=n tiles),
-     * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=wide takes the wider combine;
+     * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=nospec the combine without its one-row loads before the metadata;
      * CGRT_MLA_PARTS=n sets the number of ranges P; CGRT_MLA_SPLIT=prof (GPU only, with
      * CGRT_MLA_NOOP=2) runs cgrt_mla_split_m16_prof, which writes per-CTA timestamps to
      * out instead of results (mla_decode_bench --prof). */
@@ -206,8 +202,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (e && atoi(e) > 0 && atoi(e) <= 65535) p->s.parts = atoi(e);
     e = getenv("CGRT_MLA_ALT_MAX"); /* tiles per range at or below which auto runs 2 x 32 */
     p->alt_max = e && atoi(e) >= 0 && *e ? atoi(e) : CGRT_MLA_ALT_MAX_TILES;
-    e = getenv("CGRT_MLA_COMB"); /* wide | narrow | nospec */
-    p->wide = e && *e ? !strcmp(e, "wide") : CGRT_MLA_DEFAULT_WIDE;
+    e = getenv("CGRT_MLA_COMB"); /* nospec */
     p->nospec = e && !strcmp(e, "nospec");
     e = getenv("CGRT_MLA_PDL"); /* 0 | 1 | 2: overrides options.programmatic_launch */
     p->pdl = e && (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : o.programmatic_launch;
@@ -217,31 +212,19 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (e && atoi(e) > 0) p->min_tiles = atoi(e);
     e = getenv("CGRT_MLA_ALIGN"); /* 0 | 1: ranges in use rounded down to a multiple of rows */
     p->align = e && *e ? !strcmp(e, "1") : CGRT_MLA_DEFAULT_ALIGN;
-    e = getenv("CGRT_MLA_FINISH"); /* n: steps of <= n rows merge inside the split kernel */
-    p->finish = e && atoi(e) > 0 ? atoi(e) : CGRT_MLA_DEFAULT_FINISH_ROWS;
     e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
   }
   {
-    /* Row-aligned ranges and the in-kernel merge exist in the kernels of this file
-     * (kernels/mla_decode.cu) only. */
+    /* Row-aligned ranges exist in the kernels of kernels/mla_decode.cu only. */
     static const char *const own_kernels[] = {
         "cgrt_mla_split_m16_auto", "cgrt_mla_split_m16_prof", "cgrt_mla_split_m16_chunk", "cgrt_mla_split_m16_deep",
         "cgrt_mla_split_m16_nobta", "cgrt_mla_split_m16", "cgrt_mla_split_m64", NULL};
     static const char *const aligned_kernels[] = {"cgrt_mla_split_m16_ts32", "cgrt_mla_split_m64_ts32",
                                                    "cgrt_mla_split_m16_s3", NULL};
-    const int own = name_in(split_name, own_kernels);
-    const int ours = own || name_in(split_name, aligned_kernels);
-    if (!ours) p->align = 0;
-    /* CGRT_MLA_FINISH=n: steps of <= n rows run cgrt_mla_split_m16_fin / _m64_fin, which
-     * merge the partials themselves (no combine kernel; counters for both strategies).
-     * Their counters sit in the lane's block after 4 of their own: needs max_rows x
-     * (q_heads - groups) >= 4. */
-    if (!own || (long long)p->max_rows * (p->q_heads - p->s.groups) < 4) p->finish = 0;
-    p->fin_smem = p->s.m64 ? CGRT_MLA_M64_SMEM
-                           : CGRT_MLA_M16_AUTO_SMEM;
+    if (!name_in(split_name, own_kernels) && !name_in(split_name, aligned_kernels)) p->align = 0;
   }
   /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
    * kernel and with the workspace combine (the configuration it was measured in). */
@@ -255,13 +238,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
       (st = cgrt__runtime_function(rt, split_name, &p->f_split)) ||
       (st = cgrt__runtime_function(rt, p->noop ? "cgrt_mla_noop_combine"
-                                               : p->wide   ? "cgrt_mla_combine_wide"
-                                               : p->nospec ? "cgrt_mla_combine_nospec"
-                                                           : "cgrt_mla_combine",
+                                               : p->nospec ? "cgrt_mla_combine_nospec" : "cgrt_mla_combine",
                                    &p->f_comb)) ||
-      (p->finish && (st = cgrt__runtime_function(rt, p->noop == 1 ? "cgrt_mla_noop_split"
-                                                 : p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin",
-                                                 &p->f_fin))) ||
       (p->deep_rows && (st = cgrt__runtime_function(rt, p->pdl == 2 ? "cgrt_mla_split_m16_deep_early"
                                                                     : "cgrt_mla_split_m16_deep", &p->f_deep)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
@@ -271,12 +249,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     st = CGRT__CU(rt->drv, cuFuncSetAttribute,
                   (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CGRT_MLA_M16_DEEP_SMEM),
                   CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the deep split kernel's shared memory");
-    if (st) goto fail;
-  }
-  if (p->finish) {
-    st = CGRT__CU(rt->drv, cuFuncSetAttribute,
-                  (p->f_fin, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->fin_smem),
-                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the _fin split kernel's shared memory");
     if (st) goto fail;
   }
   st = CGRT__CU(rt->drv, cuFuncSetAttribute,
@@ -313,7 +285,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (splits > (size_t)(2 * rt->sm_count)) splits = (size_t)(2 * rt->sm_count);
     p->fixed_split_bytes = (size_t)p->max_rows * p->q_heads * splits * (CGRT_MLA_DV + 1) * 4;
   }
-  if (o.combine == CGRT_MLA_COMBINE_COUNTERS || p->finish) {
+  if (o.combine == CGRT_MLA_COMBINE_COUNTERS) {
     /* Counter r * groups + g of row r, head group g; one block of max_rows * q_heads
      * counters per lane so that lanes on different streams never share a counter. */
     p->counter_offset = (size_t)o.lane * p->max_rows * p->q_heads;
@@ -362,12 +334,9 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->head_groups = p->s.groups;
   info->splits = p->s.parts;
   info->workspace_bytes = p->workspace_bytes;
-  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->finish ? p->counter_bytes : 0;
+  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
   info->fixed_split_bytes = p->fixed_split_bytes;
-  /* The kernel of a full step (a step of <= finish rows runs the _fin kernel). */
-  info->split_kernel = p->finish >= p->max_rows && p->noop != 1
-                           ? (p->s.m64 ? "cgrt_mla_split_m64_fin" : "cgrt_mla_split_m16_fin")
-                           : p->split_name;
+  info->split_kernel = p->split_name; /* of a full step (steps of one row: see deep_rows) */
   return CGRT_SUCCESS;
 }
 
@@ -407,10 +376,8 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     cgrt__error_prefix("cgrt_mla_decode");
     return st;
   }
-  /* Steps of <= finish rows: the _fin kernel, which merges in the kernel. */
-  const int fin = p->finish > 0 && a->num_rows <= p->finish;
   CUdeviceptr counters = 0;
-  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS || fin) {
+  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS) {
     size_t bytes = 0;
     st = cgrt_counters_get(rt, &counters, &bytes);
     if (st) {
@@ -425,7 +392,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   }
 
   /* Steps of <= deep_rows rows: one CTA per SM, ranges of >= CGRT_MLA_MIN_TILES_DEEP tiles. */
-  const int deep = !fin && p->deep_rows > 0 && a->num_rows <= p->deep_rows;
+  const int deep = p->deep_rows > 0 && a->num_rows <= p->deep_rows;
   int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = deep ? p->deep_parts : p->s.parts;
   int min_tiles = deep ? CGRT_MLA_MIN_TILES_DEEP : p->min_tiles;
   min_tiles = p->align ? -min_tiles : min_tiles;
@@ -465,33 +432,25 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)p->s.threads;
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)(fin ? p->fin_smem : deep ? CGRT_MLA_M16_DEEP_SMEM : p->s.smem);
+  cfg.sharedMemBytes = (unsigned)(deep ? CGRT_MLA_M16_DEEP_SMEM : p->s.smem);
   cfg.hStream = stream;
   cfg.attrs = p->pdl ? &attr : NULL;
   cfg.numAttrs = p->pdl ? 1 : 0;
-  r = drv->cuLaunchKernelEx(&cfg, fin ? p->f_fin : deep ? p->f_deep : p->f_split, split_args, NULL);
+  r = drv->cuLaunchKernelEx(&cfg, deep ? p->f_deep : p->f_split, split_args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
-  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE && !fin) {
+  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
     /* Grid (q_heads, rows, nz): nz column slices per (row, head) so that short batches,
      * whose few rows carry many partials, still spread over the SMs. */
     const long long rh = (long long)rows * qh;
     void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
     cfg.gridDimX = (unsigned)qh;
     cfg.gridDimY = (unsigned)rows;
-    if (p->wide) {
-      /* About 1024 CTAs or more: nz = 1024 / (rows x heads) rounded up to a power of
-       * two, 1..16. */
-      unsigned nz = 1;
-      while (nz < 16 && rh * nz < 1024) nz <<= 1;
-      cfg.gridDimZ = nz;
-    } else {
-      /* 64-column slices for the shortest steps (one row of 16 or 32 heads: -5.5% /
-       * -2.5% on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs.
-       * With one row, the kernel loads slots 0..143 before it knows how many hold
-       * partials: nz 8 only where the workspace has that many. */
-      cfg.gridDimZ = rh <= 32 && (rows > 1 || p->slots >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
-    }
+    /* 64-column slices for the shortest steps (one row of 16 or 32 heads: -5.5% / -2.5%
+     * on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs. With one
+     * row, the kernel loads slots 0..143 before it knows how many hold partials: nz 8
+     * only where the workspace has that many. */
+    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->slots >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);

@@ -65,7 +65,7 @@ run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no 
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
-  --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.FinishInKernelMergeAndAlign
+  --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.AlignedAndUnalignedRanges
 # One-row steps: the one-row split kernel and the combine's 64-column slices (nz 8).
 [ "$QUICK" != 1 ] && run racecheck_one_row 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.SingleRowSteps

@@ -41,7 +41,7 @@ static cgrt_runtime *rt;
 // Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
-                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS", "CGRT_MLA_FINISH",
+                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS",
                         "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
@@ -366,14 +366,11 @@ int main(int argc, char **argv) {
       };
       std::vector<V> vs;
       vs.push_back({"default", W, nullptr, nullptr, {}, {}});
-      // Fourth pass: the floor (kernels that return at once: same graph nodes; and one
-      // node as the in-kernel merge has; NOOP=2: the combine only, so the split kernel's
-      // own time), the in-kernel merge (FINISH=n: steps of <= n rows), row-aligned
-      // ranges (ALIGN, default on since the fourth pass).
+      // Fourth pass: the floor (kernels that return at once: same graph nodes; NOOP=2:
+      // the combine only, so the split kernel's own time), row-aligned ranges (ALIGN,
+      // default on since the fourth pass).
       vs.push_back({"noalign", W, "CGRT_MLA_ALIGN=0", nullptr, {}, {}});
       vs.push_back({"noop", W, "CGRT_MLA_NOOP=1", nullptr, {}, {}});
-      vs.push_back({"noop_fin", W, "CGRT_MLA_NOOP=1 CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
-      if (batch <= 64) vs.push_back({"fin", W, "CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
       if (heads <= 32 && batch >= 32 && batch <= 64)
         vs.push_back({"align_s16", W, "CGRT_MLA_ALT_MAX=0", nullptr, {}, {}});
       vs.push_back({"counters", C, nullptr, nullptr, {}, {}});
@@ -400,20 +397,13 @@ int main(int argc, char **argv) {
         vs.push_back({"nospec", W, "CGRT_MLA_COMB=nospec", nullptr, {}, {}});
         vs.push_back({"nospec_pdl", W, "CGRT_MLA_COMB=nospec CGRT_MLA_PDL=1", nullptr, {}, {}});
       }
-      // Sixth pass: programmatic dependent launch of split and combine, the wide combine.
+      // Sixth pass: programmatic dependent launch of split and combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
         // programmatic_launch 2: the split kernel's schedule before its PDL wait.
         vs.push_back({"pdl_early", W, "CGRT_MLA_PDL=2", nullptr, {}, {}});
-        vs.push_back({"wide", W, "CGRT_MLA_COMB=wide", nullptr, {}, {}});
-        vs.push_back({"pdl_wide", W, "CGRT_MLA_PDL=1 CGRT_MLA_COMB=wide", nullptr, {}, {}});
       }
       if (batch <= 4) {
-        vs.push_back({"fin4", W, "CGRT_MLA_FINISH=4", nullptr, {}, {}});
-        vs.push_back({"fin_mt1", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=1", nullptr, {}, {}});
-        vs.push_back({"fin_mt2", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"fin_mt8", W, "CGRT_MLA_FINISH=1000000 CGRT_MLA_MIN_TILES=8", nullptr, {}, {}});
-        vs.push_back({"fin_cnt", C, "CGRT_MLA_FINISH=1000000", nullptr, {}, {}});
         vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
         vs.push_back({"nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
         vs.push_back({"nocomb_mt2", W, "CGRT_MLA_NOOP=2 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});

@@ -196,35 +196,15 @@ class EnvKnob {
   bool had_ = false;
 };
 
-// CGRT_MLA_FINISH=n: steps of <= n rows run the _fin split kernel, which merges the
-// partials itself (tickets and done counts in the counter buffer, back at zero after
-// every launch; no combine kernel), for both strategies; CGRT_MLA_ALIGN=0|1: ranges in
-// use a multiple of rows (default on). Same results as the default path (padding rows,
-// block rows, DCP, page sizes, m16 and m64, fused and separate schedule).
-TEST_F(Mla, FinishInKernelMergeAndAlign) {
+// CGRT_MLA_ALIGN=0|1: ranges in use a multiple of rows (default on) or not. Same results
+// either way (padding rows, block rows, DCP, page sizes, m16 and m64, fused and separate
+// schedule), three launches per case.
+TEST_F(Mla, AlignedAndUnalignedRanges) {
   std::mt19937 rng(31);
-  for (int knob = 0; knob < 3; knob++) {
-    EnvKnob fin("CGRT_MLA_FINISH", knob != 1 ? "1000000" : "0");
-    EnvKnob al("CGRT_MLA_ALIGN", knob == 2 ? "1" : "0");
+  for (int knob = 0; knob < 2; knob++) {
+    EnvKnob al("CGRT_MLA_ALIGN", knob ? "1" : "0");
     for (cgrt_mla_combine cb : kBoth) {
-      const std::string tag = std::string(knob == 0 ? "finish" : knob == 1 ? "no align" : "finish+align") +
-                              (cb ? " counters" : " workspace");
-      if (knob != 1) {
-        cgrt_mla_options o;
-        cgrt_mla_options_init(&o);
-        o.max_num_seqs = 4;
-        o.heads = 16;
-        o.max_model_len = 4096;
-        o.combine = cb;
-        cgrt_mla_plan *p = nullptr;
-        CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-        cgrt_mla_plan_info info{};
-        info.size = sizeof info;
-        CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
-        EXPECT_STREQ(info.split_kernel, "cgrt_mla_split_m16_fin") << tag;
-        EXPECT_GT(info.counter_bytes, 0u) << tag;
-        cgrt_mla_plan_destroy(p);
-      }
+      const std::string tag = std::string(knob ? "align" : "no align") + (cb ? " counters" : " workspace");
       Case c;
       c.combine = cb;
       c.launches = 3;
