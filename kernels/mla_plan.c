@@ -33,7 +33,6 @@ struct cgrt_mla_plan {
   int fuse;                  /* rows <= split block size: the split kernel schedules itself */
   int alt_max;               /* cgrt_mla_split_m16_auto: ranges of <= alt_max tiles run 2 x 32 */
   int nospec;                /* cgrt_mla_combine_nospec (A/B: no loads before the metadata) */
-  int64_t slots;             /* partial slots of the workspace: max_rows + P */
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
   int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
@@ -265,7 +264,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
 
   {
     const int64_t slots = (int64_t)p->max_rows + p->s.parts;
-    p->slots = slots;
     cgrt_tensor_desc *d = p->descs;
     d[0].ndim = 3; d[0].shape[0] = slots; d[0].shape[1] = p->q_heads; d[0].shape[2] = CGRT_MLA_DV;
     d[0].dtype = CGRT_DTYPE_F32;
@@ -449,8 +447,8 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     /* 64-column slices for the shortest steps (one row of 16 or 32 heads: -5.5% / -2.5%
      * on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs. With one
      * row, the kernel loads slots 0..143 before it knows how many hold partials: nz 8
-     * only where the workspace has that many. */
-    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->slots >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+     * only where the workspace (descs[0]: slots x heads x 512) has that many. */
+    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->descs[0].shape[0] >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);

@@ -55,6 +55,12 @@ class GraphsTest : public ::testing::Test {
     make_set(&o);
     CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   }
+  // A runtime, the synthetic engine, a captured default set and cur = the a-side buffers.
+  void start_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
+    start();
+    default_set(mode, device_patch);
+    init_cur();
+  }
   cgrt_status sync() { return cgrt_runtime_synchronize(rt); }
   // Steps that ran without an eager twin: copy the replayed KV cache to the reference's.
   void sync_reference_kv() {
@@ -201,9 +207,7 @@ TEST_F(GraphsTest, DefaultBucketsAndDispatch) {
 }
 
 TEST_F(GraphsTest, ReplayEqualsEagerRandomBatchesBothModes) {
-  start();
-  default_set();
-  init_cur();
+  start_set();
   for (int t = 0; t < 24; t++) {
     int reqs = 1 + (int)(rng() % 32);
     cgrt_graph_mode mode = t % 2 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
@@ -217,9 +221,7 @@ TEST_F(GraphsTest, ReplayEqualsEagerRandomBatchesBothModes) {
 }
 
 TEST_F(GraphsTest, RebindingPatchesOnlyAffectedNodesIncludingForeignKernels) {
-  start();
-  default_set();
-  init_cur();
+  start_set();
   step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
   // Nodes of the graph that reference each buffer (the bucket of 5 requests = 8 rows):
   // prepare(req_*, seq, pos, slot), attn(seq, pos, slot, x, kv, out), scale(out, y),
@@ -416,9 +418,7 @@ TEST_F(GraphsTest, DevicePatchRejectsIncompatibleOptions) {
 TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
-    start();
-    default_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
-    init_cur();
+    start_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
     const size_t xbytes = eng.a.bytes[synth::X];
     CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
     ASSERT_NE(xs[1], 0u);
@@ -455,9 +455,7 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
 TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
-    start();
-    default_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
-    init_cur();
+    start_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
     const size_t xbytes = eng.a.bytes[synth::X];
     const CUdeviceptr x1 = eng.alloc(xbytes), out1 = eng.alloc(eng.a.bytes[synth::OUT]),
                       y1 = eng.alloc(eng.a.bytes[synth::Y]);
@@ -493,9 +491,7 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
 }
 
 TEST_F(GraphsTest, CopyInReplay) {
-  start();
-  default_set(CGRT_REPLAY_COPY_IN);
-  init_cur();
+  start_set(CGRT_REPLAY_COPY_IN);
   step_and_check(CGRT_GRAPH_DECODE, 6, {}, "baseline");
   CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
   CUdeviceptr y2 = eng.alloc(eng.a.bytes[synth::Y]);
@@ -518,9 +514,7 @@ TEST_F(GraphsTest, CopyInReplay) {
 }
 
 TEST_F(GraphsTest, ExecUpdateReplayAndReinstantiateOnTopologyChange) {
-  start();
-  default_set(CGRT_REPLAY_EXEC_UPDATE);
-  init_cur();
+  start_set(CGRT_REPLAY_EXEC_UPDATE);
   step_and_check(CGRT_GRAPH_DECODE, 3, {}, "baseline");
   CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
   eng.randomize(rng, x2, eng.b.p[synth::X], eng.max_rows);
