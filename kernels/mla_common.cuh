@@ -46,12 +46,18 @@
 #define CGRT_MLA_M16_DEEP_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 4, 32)
 /* Three CTAs per SM of three 16-token stages (CGRT_MLA_SPLIT=s3): 64256 B each. */
 #define CGRT_MLA_M16_S3_SMEM CGRT_MLA_SMEM_BYTES_TS(1, 3, 16)
+/* cgrt_mla_split_t64 (kernels/mla_decode_t64.cu; CGRT_MLA_SPLIT=t64): token-major wgmma,
+ * Q + a ring of 8 sub-stages of 64 tokens x 192 columns + P + small arrays, 1 CTA/SM. */
+#define CGRT_MLA_T64_SMEM 219420
+/* Fewest partial slots a plan reserves: the one-row combine (cgrt_mla_combine, 64-column
+ * slices) loads slots 0..143 before it reads how many hold partials. */
+#define CGRT_MLA_COMB_SPEC_SLOTS 144
 /* Default of the variant knob for the m16 split kernel (kernels/mla_plan.c): "auto" =
  * cgrt_mla_split_m16_auto, "s16" = cgrt_mla_split_m16, "ts32", "s3"; CGRT_MLA_SPLIT
  * overrides. H200, 2026-11-29 third pass (interleaved A/B): auto is -6.4% at
  * (32,16,8192) (31 tiles per range) and within noise elsewhere; s3 was within +-3%. */
 #ifndef CGRT_MLA_DEFAULT_M16_SPLIT
-#define CGRT_MLA_DEFAULT_M16_SPLIT "auto"
+#define CGRT_MLA_DEFAULT_M16_SPLIT "t64"
 #endif
 /* cgrt_mla_split_m16_auto: ranges of at most this many 32-token tiles run the two-stage
  * 32-token pipeline (CGRT_MLA_ALT_MAX overrides). Measured on the H200: 2 x 32 is 8%

@@ -475,24 +475,8 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
         if (v1) part_lse[slot * qh + hrow1] = lse1;
       }
       if (counters != nullptr) {
-        // Last CTA of (row, head group) to finish merges the partials and resets the
-        // counter, so the buffer stays zero between launches.
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-          unsigned *c = counters + (long long)r * G + g;
-          const unsigned old = atomicAdd(c, 1u);
-          const int last = old == (unsigned)(nsplit - 1);
-          if (last) atomicExch(c, 0u);
-          s_last = last;
-        }
-        __syncthreads();
-        if (s_last) {
-          __threadfence();
-          combine_heads(part_o, part_lse, out, lse, r, qh, h_begin, h_end, r + pf, nsplit, warp,
-                        NT / 32, lane);
-        }
-        __syncthreads();
+        cgrt_mla::last_cta_merge<NT>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
+                                     nsplit, &s_last);
       }
     }
   }

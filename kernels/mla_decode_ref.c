@@ -263,6 +263,7 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_auto_early", 21, SPLIT_SIZES, split_ref}, /* schedule before the PDL wait */
     {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
+    {"cgrt_mla_split_t64", 21, SPLIT_SIZES, split_ref}, /* kernels/mla_decode_t64.cu */
     {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},

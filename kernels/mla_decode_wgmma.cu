@@ -343,37 +343,14 @@ __device__ __forceinline__ void split_m64_wgmma(
         if (v1) part_lse[slot * qh + hrow1] = lse1;
       }
       if (counters != nullptr) {
-        // Last CTA of (row, head group) merges the partials and resets the counter.
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) {
-          unsigned *c = counters + (long long)r * G + g;
-          const unsigned old = atomicAdd(c, 1u);
-          const int last = old == (unsigned)(nsplit - 1);
-          if (last) atomicExch(c, 0u);
-          *s_last = last;
-        }
-        __syncthreads();
-        if (*s_last) {
-          __threadfence();
-          cgrt_mla::combine_heads(part_o, part_lse, out, lse, r, qh, h_begin, h_end, r + pf, nsplit, warp, NT / 32, lane);
-        }
-        __syncthreads();
+        cgrt_mla::last_cta_merge<NT>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
+                                     nsplit, s_last);
       }
     }
   }
 }
 
 } // namespace
-
-#define CGRT_WG_PARAMS                                                                                     \
-  const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,                     \
-      const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,                       \
-      float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows,  \
-      int qh, int hg, int P, int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,       \
-      int cap, int min_tiles, int alt_max
-#define CGRT_WG_ARGS \
-  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, seq_lens, cap, min_tiles
 
 // Default for the m64 path (CGRT_MLA_SPLIT=wgmma): S, softmax, P.V in turn per 32-token
 // stage, 3 stages, copy loop unrolled (H200: 1.6x cgrt_mla_split_m64 at 128 heads; the

@@ -35,6 +35,8 @@ struct cgrt_mla_plan {
   int nospec;                /* cgrt_mla_combine_nospec (A/B: no loads before the metadata) */
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
+  int nz;                    /* CGRT_MLA_NZ: combine column slices (0: by shape) */
+  int comb_pdl;              /* CGRT_MLA_COMB_PDL: PDL on the combine launch only */
   int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
   int deep_parts;            /* its ranges P: one CTA per SM */
   CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
@@ -145,7 +147,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
      * CGRT_MLA_FUSE=0 keeps the schedule kernel for short batches;
      * CGRT_MLA_MIN_TILES=n overrides the fewest tiles per range; CGRT_MLA_SPLIT=auto
      * picks the m16 pipeline per CTA from its range length (CGRT_MLA_ALT_MAX=n tiles),
-     * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM; CGRT_MLA_COMB=nospec the combine without its one-row loads before the metadata;
+     * CGRT_MLA_SPLIT=s3 runs 3 CTAs per SM, CGRT_MLA_SPLIT=t64 the token-major wgmma kernel; CGRT_MLA_COMB=nospec the combine without its one-row loads before the metadata;
      * CGRT_MLA_PARTS=n sets the number of ranges P; CGRT_MLA_SPLIT=prof (GPU only, with
      * CGRT_MLA_NOOP=2) runs cgrt_mla_split_m16_prof, which writes per-CTA timestamps to
      * out instead of results (mla_decode_bench --prof). */
@@ -181,6 +183,12 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       split_name = "cgrt_mla_split_m16_deep";
       p->s.smem = CGRT_MLA_M16_DEEP_SMEM;
       p->s.parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
+    } else if (e && (!strcmp(e, "t64") || !strcmp(e, "t64prof")) && !p->s.m64) {
+      /* kernels/mla_decode_t64.cu: token-major wgmma (64 tokens x 16 heads per product),
+       * one warpgroup per CTA, 1 CTA/SM: P from 1 CTA per SM. */
+      split_name = !strcmp(e, "t64prof") ? "cgrt_mla_split_t64_prof" : "cgrt_mla_split_t64";
+      p->s.smem = CGRT_MLA_T64_SMEM;
+      p->s.parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
     } else if (e && !strcmp(e, "s3") && !p->s.m64) {
       /* Three CTAs of three 16-token stages per SM: P from 3 CTAs per SM. */
       split_name = "cgrt_mla_split_m16_s3";
@@ -213,6 +221,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->align = e && *e ? !strcmp(e, "1") : CGRT_MLA_DEFAULT_ALIGN;
     e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
+    e = getenv("CGRT_MLA_COMB_PDL");
+    p->comb_pdl = e && !strcmp(e, "1");
+    e = getenv("CGRT_MLA_NZ"); /* 1 | 2 | 4: column slices of the combine (not the one-row form) */
+    p->nz = e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
   }
@@ -222,12 +234,15 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
         "cgrt_mla_split_m16_auto", "cgrt_mla_split_m16_prof", "cgrt_mla_split_m16_chunk", "cgrt_mla_split_m16_deep",
         "cgrt_mla_split_m16_nobta", "cgrt_mla_split_m16", "cgrt_mla_split_m64", NULL};
     static const char *const aligned_kernels[] = {"cgrt_mla_split_m16_ts32", "cgrt_mla_split_m64_ts32",
-                                                   "cgrt_mla_split_m16_s3", NULL};
+                                                   "cgrt_mla_split_m16_s3", "cgrt_mla_split_t64",
+                                                   "cgrt_mla_split_t64_prof",
+                                                   NULL};
     if (!name_in(split_name, own_kernels) && !name_in(split_name, aligned_kernels)) p->align = 0;
   }
   /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
    * kernel and with the workspace combine (the configuration it was measured in). */
-  if (strcmp(split_name, "cgrt_mla_split_m16_auto") || o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
+  if ((strcmp(split_name, "cgrt_mla_split_m16_auto") && strcmp(split_name, "cgrt_mla_split_t64")) ||
+      o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
     p->deep_rows = 0;
   p->deep_parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
   /* programmatic_launch 2: the kernels with the early schedule where they exist. */
@@ -263,7 +278,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   }
 
   {
-    const int64_t slots = (int64_t)p->max_rows + p->s.parts;
+    /* rows + P partial slots; at least CGRT_MLA_COMB_SPEC_SLOTS, so that one-row steps
+     * can take the combine's 64-column form (it loads slots 0..143 before the metadata). */
+    int64_t slots = (int64_t)p->max_rows + p->s.parts;
+    if (slots < CGRT_MLA_COMB_SPEC_SLOTS) slots = CGRT_MLA_COMB_SPEC_SLOTS;
     cgrt_tensor_desc *d = p->descs;
     d[0].ndim = 3; d[0].shape[0] = slots; d[0].shape[1] = p->q_heads; d[0].shape[2] = CGRT_MLA_DV;
     d[0].dtype = CGRT_DTYPE_F32;
@@ -439,7 +457,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
     /* Grid (q_heads, rows, nz): nz column slices per (row, head) so that short batches,
-     * whose few rows carry many partials, still spread over the SMs. */
+     * whose few rows carry many partials, still spread over the SMs. Past 256 (row, head)
+     * pairs one slice: with cgrt_mla_split_t64 (4 partials per row at 32 x 16) nz 1 was
+     * 2.8% / 3.2% faster than 2 at (32|64, 16, 8192) on the H200, 4 was 7.5% slower. */
     const long long rh = (long long)rows * qh;
     void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
     cfg.gridDimX = (unsigned)qh;
@@ -448,9 +468,17 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
      * on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs. With one
      * row, the kernel loads slots 0..143 before it knows how many hold partials: nz 8
      * only where the workspace (descs[0]: slots x heads x 512) has that many. */
-    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->descs[0].shape[0] >= 144) ? 8u : rh <= 256 ? 4u : (rh <= 1024 ? 2u : 1u);
+    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->descs[0].shape[0] >= CGRT_MLA_COMB_SPEC_SLOTS) ? 8u
+                 : rh <= 256 ? 4u : 1u;
+    if (p->nz) cfg.gridDimZ = (unsigned)p->nz;
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
+    /* CGRT_MLA_COMB_PDL=1 (A/B): the combine alone with programmatic dependent launch (its
+     * CTAs may become resident as split CTAs retire; it waits for the whole split grid). */
+    if (p->comb_pdl && !p->pdl) {
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+    }
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);
     if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: combine kernel");
   }

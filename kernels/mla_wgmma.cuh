@@ -28,6 +28,17 @@
 #define CGRT_WG_HAS_WGMMA 0
 #endif
 
+// Parameters of the wgmma split kernels: those of cgrt_mla_split_m16 / _m64
+// (kernels/mla_decode.cu), in the same order, so that one launch serves all of them.
+#define CGRT_WG_PARAMS                                                                                     \
+  const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,                     \
+      const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,                       \
+      float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows,  \
+      int qh, int hg, int P, int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,       \
+      int cap, int min_tiles, int alt_max
+#define CGRT_WG_ARGS \
+  q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, seq_lens, cap, min_tiles
+
 namespace cgrt_wg {
 
 constexpr int kD = 576;                  // Q / K width
@@ -89,6 +100,19 @@ __device__ __forceinline__ void wgmma_m64n16_kk(float (&d)[8], uint64_t da, uint
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
       "%0,%1,%2,%3,%4,%5,%6,%7"
       "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// D[64 x 16] (+)= A[64 x 16] . B[16 x 16] with A MN-major (transposed: the 64 rows of A
+// are the contiguous columns of a shared-memory block), B K-major
+// (kernels/mla_decode_t64.cu: O^T += V^T . P^T). scale_d = 0 overwrites D.
+__device__ __forceinline__ void wgmma_m64n16_mk(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7"
+      "}, %8, %9, p, 1, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(da), "l"(db), "r"(scale_d));
 }

@@ -42,10 +42,14 @@ run c_api_test 60 "$B/c_api_test"
 run graphs_test 150 "$B/graphs_test"
 run mla_test 200 "$B/mla_test"
 run mla_wgmma_test 150 "$B/mla_wgmma_test"
+run mla_t64_test 150 "$B/mla_t64_test"
 # The one-CTA-per-SM 16-head split kernel (CGRT_MLA_SPLIT=deep, A/B variant "deep" of the
-# benchmark): correctness on the GPU before its timing is trusted.
+# benchmark) and the previous 16-head default (auto: mma.sync, "m16" in the A/B):
+# correctness on the GPU before their timings are trusted.
 run mla_test_deep 200 env CGRT_MLA_SPLIT=deep "$B/mla_test"
+run mla_test_m16 200 env CGRT_MLA_SPLIT=auto "$B/mla_test"
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
+run mla_t64_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_t64_test"
 [ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
 run engine_demo 200 "$B/engine_demo" 3000
 run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
@@ -64,6 +68,10 @@ run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no 
   --gtest_filter='WhileDraftTest.*-WhileDraftTest.RebindingBeforeAWhileDraftMatchesEager:WhileDraftTest.BodyNodeUpdateRefusedFallsBackToReinstantiation'
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
+[ "$QUICK" != 1 ] && run racecheck_t64 300 compute-sanitizer --tool racecheck "$B/mla_t64_test" \
+  --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows
+run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_t64_test" --gtest_filter=-*2To31*
+# The default 16-head kernel (cgrt_mla_split_t64 since the sixth session) on mla_test.
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.AlignedAndUnalignedRanges
 # One-row steps: the one-row split kernel and the combine's 64-column slices (nz 8).

@@ -42,7 +42,8 @@ static cgrt_runtime *rt;
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS"}) unsetenv(k);
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ",
+                        "CGRT_MLA_COMB_PDL"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -72,8 +73,9 @@ int main(int argc, char **argv) {
   int layers = 8;
   // --prof: per-CTA timeline of the 16-head split kernel (CGRT_MLA_SPLIT=prof, no-op
   // combine), the last of 8 calls in one graph; quantiles per stamp, in us from the
-  // first CTA's entry.
+  // first CTA's entry. --prof-split t64prof: the same for cgrt_mla_split_t64.
   bool prof = false;
+  std::string prof_split = "prof";
   std::vector<std::array<int, 3>> only;  // --shape b,h,ctx (repeatable): these shapes only
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
@@ -82,6 +84,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--smoke")) smoke = true;
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--prof")) prof = true;
+    else if (!strcmp(argv[i], "--prof-split") && i + 1 < argc) prof_split = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::array<int, 3> sh{};
       if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
@@ -320,7 +323,8 @@ int main(int argc, char **argv) {
              cgrt_driver_kind_name(info.driver));
     } else if (prof && heads <= 32) {
       cgrt_mla_plan_info pi{};
-      cgrt_mla_plan *plan = new_plan(CGRT_MLA_COMBINE_WORKSPACE, "CGRT_MLA_SPLIT=prof CGRT_MLA_NOOP=2", &pi);
+      const std::string penv = "CGRT_MLA_SPLIT=" + prof_split + " CGRT_MLA_NOOP=2";
+      cgrt_mla_plan *plan = new_plan(CGRT_MLA_COMBINE_WORKSPACE, penv.c_str(), &pi);
       CUgraphExec x = capture(plan, 0, 8);
       for (int i = 0; i < 400; i++) CU(d->cuGraphLaunch(x, st));  // clocks up
       CU(d->cuStreamSynchronize(st));
@@ -333,8 +337,8 @@ int main(int argc, char **argv) {
       for (int c = 0; c < nc; c++)
         mhz += (double)(v[(size_t)c * 16 + 13] - v[(size_t)c * 16 + 12]) /
                (double)std::max(1ull, v[(size_t)c * 16 + 7] - v[(size_t)c * 16]) * 1e3 / nc;
-      printf("prof batch %3d heads %3d ctx %5d: %d CTAs, SM clock %.0f MHz; us from the first entry (min / p10 / "
-             "p50 / p90 / max)\n", batch, heads, ctx, nc, mhz);
+      printf("prof %s batch %3d heads %3d ctx %5d: %d CTAs, SM clock %.0f MHz; us from the first entry (min / p10 / "
+             "p50 / p90 / max)\n", pi.split_kernel, batch, heads, ctx, nc, mhz);
       const char *names[16] = {"entry", "schedule", "bt entry in", "stage0 issued", "stage0 landed",
                                "stage0 scores", "ranges done", "exit", "stage0 done", "again: scores",
                                "", "", "", "", "loop left", "copies waited"};
@@ -371,19 +375,14 @@ int main(int argc, char **argv) {
       // default on since the fourth pass).
       vs.push_back({"noalign", W, "CGRT_MLA_ALIGN=0", nullptr, {}, {}});
       vs.push_back({"noop", W, "CGRT_MLA_NOOP=1", nullptr, {}, {}});
-      if (heads <= 32 && batch >= 32 && batch <= 64)
-        vs.push_back({"align_s16", W, "CGRT_MLA_ALT_MAX=0", nullptr, {}, {}});
       vs.push_back({"counters", C, nullptr, nullptr, {}, {}});
       // Fifth pass: 64 query heads per CTA run cgrt_mla_split_m64_wgmma by default; "mma"
       // is the previous mma.sync kernel (cgrt_mla_split_m64).
       if (heads >= 48) vs.push_back({"mma", W, "CGRT_MLA_SPLIT=mma", nullptr, {}, {}});
-      // Seventh pass (fourth session): KV copies one token row per warp are the default;
-      // "chunkcopy" is the previous copy loop. "deep": one CTA per SM with three 32-token
-      // stages in flight (a short batch's range loads at once).
+      // Seventh pass (fourth session): "deep": one CTA per SM with three 32-token stages in
+      // flight (a short batch's range loads at once).
       if (heads <= 32) {
-        vs.push_back({"chunkcopy", W, "CGRT_MLA_COPY=chunk", nullptr, {}, {}});
-        vs.push_back({"nobta", W, "CGRT_MLA_BTA=0", nullptr, {}, {}});
-        if (batch <= 32) vs.push_back({"deep", W, "CGRT_MLA_SPLIT=deep", nullptr, {}, {}});
+        if (batch <= 4) vs.push_back({"deep", W, "CGRT_MLA_SPLIT=deep", nullptr, {}, {}});
       }
       if (heads <= 32 && batch <= 4) {
         vs.push_back({"nodeep", W, "CGRT_MLA_DEEP_ROWS=0", nullptr, {}, {}});
@@ -400,13 +399,27 @@ int main(int argc, char **argv) {
       // Sixth pass: programmatic dependent launch of split and combine.
       if (batch <= 64) {
         vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
-        // programmatic_launch 2: the split kernel's schedule before its PDL wait.
-        vs.push_back({"pdl_early", W, "CGRT_MLA_PDL=2", nullptr, {}, {}});
       }
       if (batch <= 4) {
         vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
         vs.push_back({"nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
         vs.push_back({"nocomb_mt2", W, "CGRT_MLA_NOOP=2 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+      }
+      // Ninth pass (sixth session): the token-major wgmma kernel (kernels/mla_decode_t64.cu).
+      if (heads <= 32) {
+        vs.push_back({"m16", W, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
+        vs.push_back({"m16_cnt", C, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
+        vs.push_back({"t64_nocomb", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_NOOP=2", nullptr, {}, {}});
+        if (batch >= 4 && batch <= 128) vs.push_back({"nz2", W, "CGRT_MLA_NZ=2", nullptr, {}, {}});
+        vs.push_back({"comb_pdl", W, "CGRT_MLA_COMB_PDL=1", nullptr, {}, {}});
+        if (batch >= 32) vs.push_back({"t64_noalign", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
+        if (batch >= 32) vs.push_back({"t64_noal_cnt", C, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
+        if (batch <= 4) {
+          vs.push_back({"t64_nd_nocomb", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_DEEP_ROWS=0 CGRT_MLA_NOOP=2", nullptr, {}, {}});
+          vs.push_back({"t64_nd_mt2", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_DEEP_ROWS=0 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
+          // programmatic_launch 2 of the previous default (schedule before the PDL wait).
+          vs.push_back({"m16_pdl2", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_PDL=2", nullptr, {}, {}});
+        }
       }
       for (V &v : vs) v.plan = new_plan(v.cb, v.envs, nullptr);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and

@@ -1,0 +1,460 @@
+// MLA decode split kernel for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
+// cgrt_mla_split_t64. Same parameters, schedule, ranges, partial slots and last-CTA
+// counter merge as cgrt_mla_split_m16 (kernels/mla_decode.cu), so the schedule and
+// combine kernels and the C reference (kernels/mla_decode_ref.c) serve both. Host side:
+// kernels/mla_plan.c (CGRT_MLA_SPLIT=t64).
+//
+// Why token-major: with 16 heads a head-major product (M = heads) fills a quarter of a
+// wgmma, and mma.sync needs four warps to split every dot product and exchange S through
+// shared memory. Here the 64 tokens of a tile are the M rows:
+//   S^T[64 x 16]  = K[64 x 576] . Q[16 x 576]^T   (wgmma m64n16k16 x 36, A = the KV tile,
+//                                                  B = Q, both K-major in shared memory)
+//   O^T[512 x 16] += V^T[512 x 64] . P^T[64 x 16] (wgmma m64n16k16 x 32, A = the same KV
+//                                                  tile read MN-major, B = P^T)
+// One warpgroup (128 threads) holds S^T in 8 and O^T in 64 registers per thread; the
+// softmax runs down the token rows (a shuffle over 8 lanes, then the 4 warps' maxima
+// through shared memory).
+//
+// Pipeline: a 64-token tile is 9 column blocks of 64 tokens x 128 bytes (the 128-byte
+// swizzle of kernels/mla_wgmma.cuh), loaded as 3 sub-stages of 3 blocks (24 KB) into a
+// ring of 8 slots; while a tile computes, the next 5 sub-stages (120 KB) are in flight
+// (all 8 at the start of a segment). An L2 bulk prefetch of the rows 1, 2 or 4 tiles
+// further ahead was measured 18-48% slower at the memory-bound shapes (H200, sixth
+// session, bench/mla_decode/NOTES.md).
+// 1 CTA per SM (219420 bytes of shared memory).
+//
+// Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
+// ldmatrix over the same layout with the same accumulator layout.
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "kernels/mla_common.cuh"
+#include "kernels/mla_split.cuh"
+#include "kernels/mla_wgmma.cuh"
+
+typedef __nv_bfloat16 bf16;
+
+namespace {
+
+using namespace cgrt_wg;
+using cgrt_mla::ex2;
+using cgrt_mla::part_of;
+
+constexpr int D = CGRT_MLA_D;    // 576
+constexpr int DV = CGRT_MLA_DV;  // 512
+constexpr int TN = CGRT_MLA_TILE;
+constexpr int NT = 128;          // one warpgroup
+constexpr int kQ16 = 16 * 128;   // a column block of Q (16 heads x 128 B)
+constexpr int kCB = 64 * 128;    // a column block of a tile (64 tokens x 128 B)
+constexpr int kSub = 3 * kCB;    // a sub-stage: 3 column blocks
+constexpr int kSlots = 8;        // ring of sub-stages
+constexpr int kAhead = 5;        // sub-stages in flight while a tile computes
+constexpr int kP16 = 16 * 128;   // P^T: 16 heads x 64 tokens
+constexpr int kOStr = DV + 4;    // row stride (floats) of the output staging (no bank conflicts)
+constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
+constexpr int kBytes = 1024 + 9 * kQ16 + kSlots * kSub + kP16 + kSmall;
+static_assert(kSlots - 3 == kAhead, "the ring holds one tile plus the sub-stages ahead");
+static_assert(16 * kOStr * 4 <= kSlots * kSub, "the output staging fits in the ring");
+static_assert(kBytes == CGRT_MLA_T64_SMEM, "kernels/mla_plan.c passes CGRT_MLA_T64_SMEM");
+static_assert(kBytes <= 227 * 1024, "one CTA per SM");
+
+// S^T = K . Q^T of one tile; kb(cb): shared address of column block cb (0..8) of the
+// tile. t64_qk_issue starts the product (wgmma: one commit group), t64_qk_wait waits.
+template <class KB>
+__device__ __forceinline__ void t64_qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
+#if CGRT_WG_HAS_WGMMA
+  wg_fence();
+#pragma unroll
+  for (int cb = 0; cb < 9; cb++) {
+    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
+#pragma unroll
+    for (int k4 = 0; k4 < 4; k4++) wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+  }
+  wg_commit();
+  fence_regs(s);
+#else
+#pragma unroll
+  for (int i = 0; i < 8; i++) s[i] = 0.f;
+  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
+  const int ar = 16 * wi + (lane & 15), ac = lane >> 4;                 // A: token row, chunk offset
+  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1; // B: head row, chunk offset
+#pragma unroll 4
+  for (int ks = 0; ks < D / 16; ks++) {
+    const int cb = ks >> 2, c0 = (ks & 3) * 2;
+    uint32_t a[4], b0, b1, b2, b3;
+    ldsm_x4(kb(cb) + swz(ar, c0 + ac), a[0], a[1], a[2], a[3]);
+    ldsm_x4(q_s + cb * kQ16 + swz(br, c0 + bc), b0, b1, b2, b3);
+    mma16816(s, a, b0, b1);
+    mma16816(s + 4, a, b2, b3);
+  }
+#endif
+}
+__device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
+#if CGRT_WG_HAS_WGMMA
+  wg_wait<0>();
+#endif
+  fence_regs(s);
+}
+
+// O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
+// = column block i of the tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major).
+template <class KB>
+__device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+#if CGRT_WG_HAS_WGMMA
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
+#pragma unroll
+    for (int i = 0; i < 8; i++) wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+  }
+  wg_commit();
+  wg_wait<0>();
+#else
+  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
+  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
+  const int m4 = lane >> 3;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t b0, b1, b2, b3;
+    ldsm_x4(p_s + swz(br, kk * 2 + bc), b0, b1, b2, b3);
+    const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      uint32_t a[4];
+      ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
+      mma16816(o[i], a, b0, b1);
+      mma16816(o[i] + 4, a, b2, b3);
+    }
+  }
+#endif
+#pragma unroll
+  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+}
+
+__device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
+  const bf16 b = __float2bfloat16_rn(v);
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&b))
+               : "memory");
+}
+
+// PROF = 1 (cgrt_mla_split_t64_prof, CGRT_MLA_SPLIT=
+// t64prof with CGRT_MLA_NOOP=2, diagnostics only): thread 0 stamps %globaltimer at entry
+// (0), after the schedule (1), after the prologue's copies are issued (3), when tile 0
+// has landed (4), after its scores (5), when the last tile has landed (15), after the
+// last tile (6) and at exit (7), clock64 at entry and exit (12, 13), and writes them
+// with %smid (10) and whether the CTA had work (11) to out as 16 x u64 per CTA instead
+// of any result (the layout of cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
+template <int PROF>
+__device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
+                                          const int *__restrict__ bt, const int *__restrict__ meta,
+                                          bf16 *__restrict__ out, float *__restrict__ lse,
+                                          float *__restrict__ part_o, float *__restrict__ part_lse,
+                                          unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
+                                          int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
+                                          int cap, int min_tiles) {
+  unsigned long long stamp[16] = {};
+  auto mark = [&](int k) {
+    if (PROF && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[k]));
+  };
+  mark(0);
+  if (PROF && threadIdx.x == 0) stamp[12] = clock64();
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  unsigned char *sm = smem_raw + shift;
+  const uint32_t s_q = smem_addr(sm);
+  const uint32_t s_ring = s_q + 9 * kQ16;
+  const uint32_t s_p = s_ring + kSlots * kSub;
+  float *s_stage = reinterpret_cast<float *>(sm + 9 * kQ16); // [16][kOStr], over the ring
+  float *s_red = reinterpret_cast<float *>(sm + 9 * kQ16 + kSlots * kSub + kP16); // [16 heads][4 warps]
+  int *s_meta = reinterpret_cast<int *>(s_red + 64);                                     // 2 NT + 2
+  int *s_wsum = s_meta + 2 * NT + 2;                                                     // NT / 32
+  int *s_last = s_wsum + NT / 32;
+
+  // Programmatic dependent launch: nothing above reads what the kernel before writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int gq = lane >> 2, t4 = lane & 3;
+  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  mark(1);
+  const int *row_len = mb;
+  const int *ts = mb + rows;
+  const int h_begin = g * hg;
+  const int h_end = min(h_begin + hg, qh);
+  const int nh = h_end - h_begin; // 1..16
+  const float sl2 = scale * 1.4426950408889634f;
+  const int ps_shift = __ffs(ps) - 1;
+
+  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
+
+  const int T = ts[rows];
+  const int Pe = mb[2 * rows + 1];
+  const bool work = T > 0 && p < Pe;
+  if (PROF) stamp[11] = work;
+  // PROF: the stamps replace every result; written at exit, with or without work.
+  auto prof_exit = [&] {
+    mark(7);
+    if (PROF && threadIdx.x == 0) {
+      stamp[13] = clock64();
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      stamp[10] = smid;
+      unsigned long long *dst = reinterpret_cast<unsigned long long *>(out) + ((long long)p * G + g) * 16;
+#pragma unroll
+      for (int k = 0; k < 16; k++) dst[k] = stamp[k];
+    }
+  };
+  if (!work) {
+    if (PROF) prof_exit();
+    return;
+  }
+  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
+  const int lo = cgrt_mla::first_row(ts, rows, b0);
+
+  // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
+  // (tid >> 3) + 16 q4 of a tile (and of Q: head row tid >> 3).
+  const int crow = tid >> 3, cch = tid & 7;
+  // Accumulator roles (m64n16): token rows ta = 16 warp + gq and ta + 8 of S^T; heads
+  // 8 j + 2 t4 + e (index 2 j + e below) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
+  const int ta = 16 * warp + gq;
+
+  for (int r = lo, t = b0; t < b1; r++) {
+    const int rs = ts[r], re = ts[r + 1];
+    if (re <= t) continue;
+    const int ja = t - rs, jb = min(re, b1) - rs;
+    const int len = row_len[r];
+    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
+    t = rs + jb;
+    const int tok0 = ja * TN;               // first token of this segment
+    const int tend = min(jb * TN, len);     // one past its last token (tok0 < tend)
+    const int n = (tend - tok0 + 63) >> 6;  // 64-token tiles
+    const int *btr = bt + (long long)(r / bl) * mbps;
+
+    // Block-table entries of this thread's 4 copy rows of tile i (0 past the segment).
+    // They are read ahead of the copies that use them (tiles 0-3 in one batch before the
+    // prologue, then tile it + 3 in step it), so that no copy waits for its entry.
+    auto entries = [&](int i, int (&pg)[4]) {
+#pragma unroll
+      for (int q4 = 0; q4 < 4; q4++) {
+        const int tok = tok0 + 64 * i + crow + 16 * q4;
+        pg[q4] = tok < tend ? __ldg(btr + (tok >> ps_shift)) : 0;
+      }
+    };
+    // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
+    // slot k % 8; one commit group each (empty past the segment), so that wait_group
+    // counts tiles.
+    auto load_sub = [&](int k, const int (&pg)[4]) {
+      const int i = k / 3, c = k - 3 * i;
+      if (i < n) {
+        const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
+        const int tb = tok0 + 64 * i + crow;
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++) {
+          const int tok = tb + 16 * q4;
+          const bool ok = tok < tend;
+          const bf16 *src = kv + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
+#pragma unroll
+          for (int b = 0; b < 3; b++)
+            cp_async16(dst + q4 * 16 * 128 + b * kCB, ok ? src + b * 64 : kv, ok ? 16 : 0);
+        }
+      }
+      cp_commit();
+    };
+
+    {
+      // Q of the head group (rows past nh zero), in the first commit group.
+      const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
+      const bool ok = crow < nh;
+#pragma unroll
+      for (int cb = 0; cb < 9; cb++)
+        cp_async16(s_q + cb * kQ16 + swz(crow, cch), ok ? qr + (long long)crow * D + cb * 64 + cch * 8 : q,
+                   ok ? 16 : 0);
+    }
+    // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
+    // starts with 8 sub-stages in flight.
+    int pg0[4], pg1[4], pga[4], pgb[4]; // tiles 0, 1; then it + 1 and it + 2 of step it
+    entries(0, pg0);
+    entries(1, pg1);
+    entries(2, pga);
+    entries(3, pgb);
+#pragma unroll
+    for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
+    if (r == lo) mark(3);
+
+    float o[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+      for (int j = 0; j < 8; j++) o[i][j] = 0.f;
+    float m[4], l[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+      m[h] = -INFINITY;
+      l[h] = 0.f;
+    }
+
+    for (int it = 0; it < n; it++) {
+      // Sub-stages up to 3 it + 2 landed (7 committed at it = 0, 3 it + 4 after) for every
+      // thread, and every warp is done with tile it - 1 (its slots are refilled below).
+      if (it == 0) cp_wait<kSlots - 3>();
+      else cp_wait<2>();
+      fence_proxy_async();
+      __syncthreads();
+      if (r == lo && it == 0) mark(4);
+      if (it == n - 1) mark(15);
+      auto kb = [&](int cb) -> uint32_t {
+        return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
+      };
+      float s[8];
+      t64_qk_issue(s, kb, s_q);
+      if (it > 0) {
+        // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
+        // tile it + 2.
+        load_sub(3 * it + kAhead, pga);
+        load_sub(3 * it + kAhead + 1, pgb);
+        load_sub(3 * it + kAhead + 2, pgb);
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
+        entries(it + 3, pgb);
+      }
+      t64_qk_wait(s);
+      if (r == lo && it == 0) mark(5);
+
+      // Online softmax down the token rows (log2 domain; tokens past the segment masked).
+      const int tk = tok0 + 64 * it + ta;
+      const bool va = tk < tend, vb = tk + 8 < tend;
+      float mx[4];
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          s[4 * j + e] = va ? s[4 * j + e] * sl2 : -INFINITY;
+          s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+          float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+          mx[2 * j + e] = x;
+        }
+      if (gq == 0) {
+#pragma unroll
+        for (int h = 0; h < 4; h++) s_red[(8 * (h >> 1) + 2 * t4 + (h & 1)) * 4 + warp] = mx[h];
+      }
+      __syncthreads();
+      float al[4];
+      bool grew = false;
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        // Every tile holds a token below tend: the maximum over the 4 warps is finite.
+        const float4 v = *reinterpret_cast<const float4 *>(s_red + (8 * (h >> 1) + 2 * t4 + (h & 1)) * 4);
+        const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+        al[h] = ex2(m[h] - mn);
+        grew |= mn != m[h];
+        m[h] = mn;
+      }
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+          const float pa = ex2(s[4 * j + e] - m[h]), pb = ex2(s[4 * j + 2 + e] - m[h]);
+          l[h] = l[h] * al[h] + pa + pb;
+          // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
+          st_shared_u16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
+          st_shared_u16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
+        }
+      if (grew) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              o[i][4 * j + e] *= al[2 * j + e];
+              o[i][4 * j + 2 + e] *= al[2 * j + e];
+            }
+      }
+      fence_proxy_async();
+      __syncthreads(); // P^T complete
+      t64_pv(o, kb, s_p);
+    }
+    cp_wait<0>();
+    mark(6);
+
+    // Row sums: the 8 lanes of a head column, then the 4 warps.
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
+    }
+    __syncthreads(); // every P.V done: the ring is free for the output staging; s_red free
+    if (gq == 0) {
+#pragma unroll
+      for (int h = 0; h < 4; h++) s_red[(8 * (h >> 1) + 2 * t4 + (h & 1)) * 4 + warp] = l[h];
+    }
+    __syncthreads();
+    float inv[4], lsev[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+      const float4 v = *reinterpret_cast<const float4 *>(s_red + (8 * (h >> 1) + 2 * t4 + (h & 1)) * 4);
+      const float lt = (v.x + v.y) + (v.z + v.w);
+      inv[h] = 1.f / lt;
+      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
+    }
+    // O^T / l into the staging rows [head][dim].
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float *row = s_stage + (8 * j + 2 * t4 + e) * kOStr + 64 * i + ta;
+          row[0] = o[i][4 * j + e] * inv[2 * j + e];
+          row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
+        }
+    const long long slot = (long long)r + p;
+    if (!PROF && warp == 0 && gq == 0) {
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        const int head = 8 * (h >> 1) + 2 * t4 + (h & 1);
+        if (head < nh) {
+          if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
+          else part_lse[slot * qh + h_begin + head] = lsev[h];
+        }
+      }
+    }
+    __syncthreads();
+    for (int id = tid; !PROF && id < nh * (DV / 4); id += NT) {
+      const int head = id / (DV / 4), c4 = id - head * (DV / 4);
+      const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
+      if (nsplit == 1)
+        cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
+      else
+        *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
+    }
+    if (!PROF && nsplit > 1 && counters != nullptr)
+      cgrt_mla::last_cta_merge<NT, 1>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
+                                   nsplit, s_last);
+    __syncthreads(); // the staging is read before the next segment's loads
+  }
+  if (PROF) prof_exit();
+}
+
+} // namespace
+
+// CGRT_MLA_SPLIT=t64: up to 16 query heads per CTA (the m16 path's head groups).
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_t64<0>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_prof(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_t64<1>(CGRT_WG_ARGS);
+}

@@ -1,0 +1,180 @@
+// cgrt_mla_split_t64 (kernels/mla_decode_t64.cu, CGRT_MLA_SPLIT=t64): the token-major
+// wgmma kernel of the <= 16-heads-per-CTA path through the public API against the fp32
+// host reference, with both combine strategies. Its own edges: 64-token tiles over
+// ranges cut at 32-token tiles (a segment may start or end half way into a tile), the
+// 8-slot ring (segments of 1, 2, 3 and many tiles), head groups of 1..16 heads, the
+// counters merge of all 128 threads (merge_heads16). On the emulation (CI) the
+// C reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
+// kernel itself (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1).
+#include "tests/mla/mla_harness.h"
+
+namespace {
+
+using namespace mla_test;
+
+// Sets an environment variable for the fixture's lifetime and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    const char *old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+class MlaT64 : public Harness {
+ protected:
+  void SetUp() override {
+    split_.reset(new ScopedEnv("CGRT_MLA_SPLIT", "t64"));
+    Harness::SetUp();
+  }
+  void TearDown() override {
+    Harness::TearDown();
+    split_.reset();
+  }
+  unsigned case_seed(const Case &c) const override {
+    return 4242u + c.heads * 17 + c.page_size + (int)c.combine + (int)c.lens.size();
+  }
+  void check_plan(cgrt_mla_plan *plan) override {
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
+    EXPECT_EQ(std::string(info.split_kernel), expect_);
+  }
+
+  std::unique_ptr<ScopedEnv> split_;
+  std::string expect_ = "cgrt_mla_split_t64";
+};
+
+TEST_F(MlaT64, HeadCountsBothStrategies) {
+  std::mt19937 rng(21);
+  const int pages[] = {16, 32, 64};
+  int i = 0;
+  for (int h : {1, 8, 16, 24, 32})  // 24: the generic path (groups of 16, the last masked)
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c;
+      c.reqs = emulated_ ? 3 : 6;
+      c.heads = h;
+      c.page_size = pages[i++ % 3];
+      c.lens = mixed(c.reqs, emulated_ ? 200 : 3000, rng, true);
+      c.combine = cb;
+      check(c, "heads " + std::to_string(h) + (cb ? " counters" : " workspace"));
+    }
+}
+
+// Lengths around the 64-token tile and the 32-token range unit, one row per length and
+// all of them in one batch, so that ranges begin and end inside tiles and rows.
+TEST_F(MlaT64, TileAndRangeEdges) {
+  const std::vector<int> edges = {1, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 191, 193, 255, 257, 511, 513};
+  for (cgrt_mla_combine cb : kBoth)
+    for (int ps : {16, 32, 64}) {
+      Case c;
+      c.reqs = (int)edges.size();
+      c.page_size = ps;
+      c.lens = edges;
+      c.combine = cb;
+      check(c, "edges, page size " + std::to_string(ps) + (cb ? " counters" : " workspace"));
+      for (int len : {1, 64, 65, 128, 129, 192, 193, emulated_ ? 600 : 8192}) {
+        c.reqs = 1;
+        c.lens = {len};
+        check(c, "one row of " + std::to_string(len) + ", page size " + std::to_string(ps) +
+                     (cb ? " counters" : " workspace"));
+      }
+    }
+}
+
+TEST_F(MlaT64, BlockRowsDcpPaddingLongRows) {
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c;
+    c.reqs = 3;
+    c.block_len = 3;
+    c.page_size = 32;
+    c.lens = {100, 0, emulated_ ? 400 : 5000};
+    c.combine = cb;
+    check(c, std::string("block rows k=3") + (cb ? " counters" : " workspace"));
+    c.block_len = 1;
+    c.heads = 8;
+    c.dcp = 2;  // 16 query heads
+    c.lens = {90, 0, 257};
+    check(c, std::string("dcp 2") + (cb ? " counters" : " workspace"));
+    c.heads = 16;
+    c.dcp = 1;
+    c.reqs = 4;
+    c.page_size = 64;
+    c.lens = {emulated_ ? 3000 : 32768, 1, 0, emulated_ ? 900 : 9000};
+    check(c, std::string("long rows") + (cb ? " counters" : " workspace"));
+    c.lens = {0, 0, 0, 0};
+    check(c, std::string("all padding") + (cb ? " counters" : " workspace"));
+  }
+}
+
+// More rows than the kernel's 128 threads: the schedule kernel runs before the split.
+TEST_F(MlaT64, RowsPastBlockSize) {
+  std::mt19937 rng(5);
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c;
+    c.reqs = 200;
+    c.page_size = 16;
+    c.lens = mixed(c.reqs, emulated_ ? 40 : 300, rng, true);
+    c.combine = cb;
+    c.launches = 3;
+    check(c, cb ? "200 rows counters" : "200 rows workspace");
+  }
+}
+
+TEST_F(MlaT64, ProgrammaticLaunch) {
+  for (int pl : {1, 2})
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c;
+      c.combine = cb;
+      c.programmatic_launch = pl;
+      c.launches = 3;
+      c.reqs = 4;
+      c.page_size = 16;
+      c.lens = {emulated_ ? 500 : 6000, 0, 77, 1};
+      check(c, "programmatic_launch " + std::to_string(pl) + (cb ? " counters" : " workspace"));
+    }
+}
+
+// The A/B knobs of the workspace combine on this kernel's partials: PDL on the combine
+// launch alone (CGRT_MLA_COMB_PDL=1) and other column-slice counts (CGRT_MLA_NZ).
+TEST_F(MlaT64, CombineLaunchVariants) {
+  std::mt19937 rng(3);
+  for (const char *knob : {"CGRT_MLA_COMB_PDL=1", "CGRT_MLA_NZ=1", "CGRT_MLA_NZ=2", "CGRT_MLA_NZ=4"}) {
+    const std::string kv = knob;
+    const size_t eq = kv.find('=');
+    ScopedEnv e(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
+    Case c;
+    c.reqs = 6;
+    c.page_size = 32;
+    c.launches = 3;
+    c.lens = mixed(c.reqs, emulated_ ? 600 : 9000, rng, true);
+    check(c, kv);
+  }
+}
+
+TEST_F(MlaT64, KvCachePast2To31Elements) {
+  if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c;
+    c.reqs = 4;
+    c.lens = {4000, 1, 0, 2500};
+    c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
+    c.combine = cb;
+    check(c, "64-bit offsets");
+  }
+}
+
+}  // namespace
