@@ -52,10 +52,13 @@
 /* Fewest partial slots a plan reserves: the one-row combine (cgrt_mla_combine, 64-column
  * slices) loads slots 0..143 before it reads how many hold partials. */
 #define CGRT_MLA_COMB_SPEC_SLOTS 144
-/* Default of the variant knob for the m16 split kernel (kernels/mla_plan.c): "auto" =
- * cgrt_mla_split_m16_auto, "s16" = cgrt_mla_split_m16, "ts32", "s3"; CGRT_MLA_SPLIT
- * overrides. H200, 2026-11-29 third pass (interleaved A/B): auto is -6.4% at
- * (32,16,8192) (31 tiles per range) and within noise elsewhere; s3 was within +-3%. */
+/* Default of the variant knob for the <= 16-heads-per-CTA split kernel
+ * (kernels/mla_plan.c): "t64" = cgrt_mla_split_t64 (kernels/mla_decode_t64.cu, the
+ * default since the sixth session: H200 -4.5..-19% against "auto" at 4 to 128 rows,
+ * bench/mla_decode/NOTES.md ninth pass), "auto" = cgrt_mla_split_m16_auto (the default
+ * of the third to fifth sessions), "s16" = cgrt_mla_split_m16, "ts32", "s3", "deep";
+ * CGRT_MLA_SPLIT overrides. Steps of one row run cgrt_mla_split_m16_deep under both
+ * t64 and auto (CGRT_MLA_DEFAULT_DEEP_ROWS). */
 #ifndef CGRT_MLA_DEFAULT_M16_SPLIT
 #define CGRT_MLA_DEFAULT_M16_SPLIT "t64"
 #endif

@@ -8,14 +8,17 @@
 //                       writes the per-row tile prefix sums (meta) from which every
 //                       other kernel derives its balanced share of the KV tiles.
 //   cgrt_mla_split_m16  split-KV attention, 16 query heads (rows of mma) per CTA
-//                       (five 16-token stages); _auto (the default since the third
-//                       pass) picks per CTA between that and two 32-token stages from
+//                       (five 16-token stages); _auto (the default from the third
+//                       to the fifth session) picks per CTA between that and two 32-token stages from
 //                       its range length; _ts32 and _s3 (3 CTAs/SM) for A/B runs.
 //                       _deep: one CTA per SM, four 32-token stages (steps of one row,
 //                       CGRT_MLA_DEFAULT_DEEP_ROWS); _auto_early / _deep_early: the fused
 //                       schedule before the PDL wait (options.programmatic_launch = 2);
 //                       _chunk / _nobta: the previous KV copies / block-table reads (A/B).
 //   cgrt_mla_split_m64  same with 64 query heads per CTA (16 warps).
+//   (The default split kernels of multi-row steps are in kernels/mla_decode_t64.cu, up to
+//   16 heads per CTA, and kernels/mla_decode_wgmma.cu, 64 heads. The split kernels here
+//   serve steps of one row (_deep) and A/B runs, e.g. CGRT_MLA_SPLIT=auto.)
 //   cgrt_mla_combine    merges the partial results of the rows that were split
 //                       (_nospec: without the one-row loads before the metadata; A/B).
 //   cgrt_mla_noop_split / _combine  return at once (CGRT_MLA_NOOP, timing floor only).
@@ -160,14 +163,11 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
-  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
-
-  const int T = ts[rows];
-  const int Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
-  const bool work = T > 0 && p < Pe;
+  const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+  const int T = cr.T, Pe = cr.Pe;
+  const bool work = cr.work;
   if (!PROF && !work) return;
-  const int b0 = work ? (int)((long long)p * T / Pe) : 0, b1 = work ? (int)((long long)(p + 1) * T / Pe) : 0;
-  const int lo = cgrt_mla::first_row(ts, rows, b0);
+  const int b0 = cr.b0, b1 = cr.b1, lo = cr.lo;
 
   const int hrow0 = h_begin + wr * 16 + gq, hrow1 = hrow0 + 8;
   const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
@@ -183,12 +183,9 @@ __device__ __forceinline__ void mla_split(const bf16 *__restrict__ q, const bf16
   int par = 0;
 
   for (int r = lo, t = b0; t < b1; r++) {
-    const int rs = ts[r], re = ts[r + 1];
-    if (re <= t) continue;
-    const int ja = t - rs, jb = min(re, b1) - rs;
-    const int len = row_len[r];
-    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
-    t = rs + jb;
+    cgrt_mla::Segment sg;
+    if (!cgrt_mla::next_segment(ts, row_len, r, t, b1, T, Pe, sg)) continue;
+    const int ja = sg.ja, jb = sg.jb, len = sg.len, pf = sg.pf, nsplit = sg.nsplit;
     // Stages [sa, sa + n) of TS tokens: from the first token of tile ja to the last of
     // tile jb - 1 that lies below len (tile ja holds at least one such token).
     const int sa = ja * (TN / TS);

@@ -134,6 +134,18 @@ __device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
 }
 
+// Calls f(i, j, e) for every O^T accumulator pair of a thread: o[i][4 j + e] and
+// o[i][4 j + 2 + e] (M tile i, head index 2 j + e, dims 8 apart).
+template <class F>
+__device__ __forceinline__ void each_o(F f) {
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) f(i, j, e);
+}
+
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
   const bf16 b = __float2bfloat16_rn(v);
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&b))
@@ -190,12 +202,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int nh = h_end - h_begin; // 1..16
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
-
-  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
-
-  const int T = ts[rows];
-  const int Pe = mb[2 * rows + 1];
-  const bool work = T > 0 && p < Pe;
+  const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+  const int T = cr.T, Pe = cr.Pe;
+  const bool work = cr.work;
   if (PROF) stamp[11] = work;
   // PROF: the stamps replace every result; written at exit, with or without work.
   auto prof_exit = [&] {
@@ -214,8 +223,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     if (PROF) prof_exit();
     return;
   }
-  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
-  const int lo = cgrt_mla::first_row(ts, rows, b0);
+  const int b0 = cr.b0, b1 = cr.b1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
   // (tid >> 3) + 16 q4 of a tile (and of Q: head row tid >> 3).
@@ -223,16 +231,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   // Accumulator roles (m64n16): token rows ta = 16 warp + gq and ta + 8 of S^T; heads
   // 8 j + 2 t4 + e (index 2 j + e below) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
   const int ta = 16 * warp + gq;
+  auto head_of = [&](int h) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }; // head of index h = 2 j + e
 
-  for (int r = lo, t = b0; t < b1; r++) {
-    const int rs = ts[r], re = ts[r + 1];
-    if (re <= t) continue;
-    const int ja = t - rs, jb = min(re, b1) - rs;
-    const int len = row_len[r];
-    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
-    t = rs + jb;
-    const int tok0 = ja * TN;               // first token of this segment
-    const int tend = min(jb * TN, len);     // one past its last token (tok0 < tend)
+  for (int r = cr.lo, t = b0; t < b1; r++) {
+    cgrt_mla::Segment sg;
+    if (!cgrt_mla::next_segment(ts, row_len, r, t, b1, T, Pe, sg)) continue;
+    const int pf = sg.pf, nsplit = sg.nsplit;
+    const int tok0 = sg.ja * TN;                // first token of this segment
+    const int tend = min(sg.jb * TN, sg.len);   // one past its last token (tok0 < tend)
     const int n = (tend - tok0 + 63) >> 6;  // 64-token tiles
     const int *btr = bt + (long long)(r / bl) * mbps;
 
@@ -285,7 +291,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     entries(3, pgb);
 #pragma unroll
     for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    if (r == lo) mark(3);
+    if (r == cr.lo) mark(3);
 
     float o[8][8];
 #pragma unroll
@@ -306,7 +312,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       else cp_wait<2>();
       fence_proxy_async();
       __syncthreads();
-      if (r == lo && it == 0) mark(4);
+      if (r == cr.lo && it == 0) mark(4);
       if (it == n - 1) mark(15);
       auto kb = [&](int cb) -> uint32_t {
         return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
@@ -324,7 +330,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
         entries(it + 3, pgb);
       }
       t64_qk_wait(s);
-      if (r == lo && it == 0) mark(5);
+      if (r == cr.lo && it == 0) mark(5);
 
       // Online softmax down the token rows (log2 domain; tokens past the segment masked).
       const int tk = tok0 + 64 * it + ta;
@@ -344,7 +350,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
         }
       if (gq == 0) {
 #pragma unroll
-        for (int h = 0; h < 4; h++) s_red[(8 * (h >> 1) + 2 * t4 + (h & 1)) * 4 + warp] = mx[h];
+        for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = mx[h];
       }
       __syncthreads();
       float al[4];
@@ -352,7 +358,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
 #pragma unroll
       for (int h = 0; h < 4; h++) {
         // Every tile holds a token below tend: the maximum over the 4 warps is finite.
-        const float4 v = *reinterpret_cast<const float4 *>(s_red + (8 * (h >> 1) + 2 * t4 + (h & 1)) * 4);
+        const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
         const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
         al[h] = ex2(m[h] - mn);
         grew |= mn != m[h];
@@ -369,17 +375,11 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
           st_shared_u16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
           st_shared_u16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
         }
-      if (grew) {
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-          for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-              o[i][4 * j + e] *= al[2 * j + e];
-              o[i][4 * j + 2 + e] *= al[2 * j + e];
-            }
-      }
+      if (grew)
+        each_o([&](int i, int j, int e) {
+          o[i][4 * j + e] *= al[2 * j + e];
+          o[i][4 * j + 2 + e] *= al[2 * j + e];
+        });
       fence_proxy_async();
       __syncthreads(); // P^T complete
       t64_pv(o, kb, s_p);
@@ -397,33 +397,28 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     __syncthreads(); // every P.V done: the ring is free for the output staging; s_red free
     if (gq == 0) {
 #pragma unroll
-      for (int h = 0; h < 4; h++) s_red[(8 * (h >> 1) + 2 * t4 + (h & 1)) * 4 + warp] = l[h];
+      for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = l[h];
     }
     __syncthreads();
     float inv[4], lsev[4];
 #pragma unroll
     for (int h = 0; h < 4; h++) {
-      const float4 v = *reinterpret_cast<const float4 *>(s_red + (8 * (h >> 1) + 2 * t4 + (h & 1)) * 4);
+      const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
       const float lt = (v.x + v.y) + (v.z + v.w);
       inv[h] = 1.f / lt;
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
     // O^T / l into the staging rows [head][dim].
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          float *row = s_stage + (8 * j + 2 * t4 + e) * kOStr + 64 * i + ta;
-          row[0] = o[i][4 * j + e] * inv[2 * j + e];
-          row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-        }
+    each_o([&](int i, int j, int e) {
+      float *row = s_stage + head_of(2 * j + e) * kOStr + 64 * i + ta;
+      row[0] = o[i][4 * j + e] * inv[2 * j + e];
+      row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
+    });
     const long long slot = (long long)r + p;
     if (!PROF && warp == 0 && gq == 0) {
 #pragma unroll
       for (int h = 0; h < 4; h++) {
-        const int head = 8 * (h >> 1) + 2 * t4 + (h & 1);
+        const int head = head_of(h);
         if (head < nh) {
           if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
           else part_lse[slot * qh + h_begin + head] = lsev[h];

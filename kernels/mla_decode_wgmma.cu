@@ -82,26 +82,19 @@ __device__ __forceinline__ void split_m64_wgmma(
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
-  cgrt_mla::zero_padding_rows<NT>(row_len, out, lse, rows, qh, h_begin, h_end, p, P);
-
-  const int T = ts[rows];
-  const int Pe = mb[2 * rows + 1];
-  if (T == 0 || p >= Pe) return;
-  const int b0 = (int)((long long)p * T / Pe), b1 = (int)((long long)(p + 1) * T / Pe);
-  const int lo = cgrt_mla::first_row(ts, rows, b0);
+  const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+  if (!cr.work) return;
+  const int T = cr.T, Pe = cr.Pe, b1 = cr.b1;
 
   // Accumulator rows of this thread: tile rows 16 wi + gq and + 8.
   const int tr0 = 16 * wi + gq, tr1 = tr0 + 8;
   const int hrow0 = h_begin + tr0, hrow1 = h_begin + tr1;
   const bool v0 = hrow0 < h_end, v1 = hrow1 < h_end;
 
-  for (int r = lo, t = b0; t < b1; r++) {
-    const int rs = ts[r], re = ts[r + 1];
-    if (re <= t) continue;
-    const int ja = t - rs, jb = min(re, b1) - rs;
-    const int len = row_len[r];
-    const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
-    t = rs + jb;
+  for (int r = cr.lo, t = cr.b0; t < b1; r++) {
+    cgrt_mla::Segment sg;
+    if (!cgrt_mla::next_segment(ts, row_len, r, t, b1, T, Pe, sg)) continue;
+    const int ja = sg.ja, jb = sg.jb, len = sg.len, pf = sg.pf, nsplit = sg.nsplit;
     // Stages [ja, ja + n) of 32 tokens, the last one holding a token below len.
     const int n = (min(jb * TN, len) + kTS - 1) / kTS - ja;
     const int *btr = bt + (long long)(r / bl) * mbps;

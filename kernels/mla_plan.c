@@ -36,7 +36,6 @@ struct cgrt_mla_plan {
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
   int nz;                    /* CGRT_MLA_NZ: combine column slices (0: by shape) */
-  int comb_pdl;              /* CGRT_MLA_COMB_PDL: PDL on the combine launch only */
   int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
   int deep_parts;            /* its ranges P: one CTA per SM */
   CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
@@ -221,8 +220,6 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->align = e && *e ? !strcmp(e, "1") : CGRT_MLA_DEFAULT_ALIGN;
     e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
-    e = getenv("CGRT_MLA_COMB_PDL");
-    p->comb_pdl = e && !strcmp(e, "1");
     e = getenv("CGRT_MLA_NZ"); /* 1 | 2 | 4: column slices of the combine (not the one-row form) */
     p->nz = e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
@@ -473,12 +470,6 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     if (p->nz) cfg.gridDimZ = (unsigned)p->nz;
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;
-    /* CGRT_MLA_COMB_PDL=1 (A/B): the combine alone with programmatic dependent launch (its
-     * CTAs may become resident as split CTAs retire; it waits for the whole split grid). */
-    if (p->comb_pdl && !p->pdl) {
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-    }
     r = drv->cuLaunchKernelEx(&cfg, p->f_comb, comb_args, NULL);
     if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: combine kernel");
   }

@@ -143,6 +143,48 @@ __device__ __forceinline__ int first_row(const int *ts, int rows, int b0) {
   return lo;
 }
 
+// A split CTA's share of a step, from the per-row metadata mb (lengths, then tile prefix
+// sums, T, Pe): it zeroes its padding rows (heads [h0, h1) of rows p, p + P, ...) and
+// gets its tile range [b0, b1) of the T tiles cut into Pe ranges, and lo, the row that
+// holds tile b0. work is false for a CTA past the ranges in use (then b0 = b1 = 0).
+struct CtaRange {
+  int T, Pe, b0, b1, lo;
+  bool work;
+};
+template <int NT>
+__device__ __forceinline__ CtaRange cta_range(const int *mb, int rows, __nv_bfloat16 *out, float *lse, int qh,
+                                              int h0, int h1, int p, int P) {
+  const int *ts = mb + rows;
+  zero_padding_rows<NT>(mb, out, lse, rows, qh, h0, h1, p, P);
+  CtaRange c;
+  c.T = ts[rows];
+  c.Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))
+  c.work = c.T > 0 && p < c.Pe;
+  c.b0 = c.work ? (int)((long long)p * c.T / c.Pe) : 0;
+  c.b1 = c.work ? (int)((long long)(p + 1) * c.T / c.Pe) : 0;
+  c.lo = first_row(ts, rows, c.b0);
+  return c;
+}
+
+// The segment of row r in a CTA's tile range that starts at tile t (< b1): the row's
+// tiles [ja, jb), its length, its first range pf and the number of ranges that split
+// it. Returns false when row r ends at or before t; else moves t past the segment.
+struct Segment {
+  int ja, jb, len, pf, nsplit;
+};
+__device__ __forceinline__ bool next_segment(const int *ts, const int *row_len, int r, int &t, int b1, int T, int Pe,
+                                             Segment &s) {
+  const int rs = ts[r], re = ts[r + 1];
+  if (re <= t) return false;
+  s.ja = t - rs;
+  s.jb = min(re, b1) - rs;
+  s.len = row_len[r];
+  s.pf = part_of(rs, T, Pe);
+  s.nsplit = part_of(re - 1, T, Pe) - s.pf + 1;
+  t = rs + s.jb;
+  return true;
+}
+
 // Largest LSE of the n partials (slots slot0..) of head h; whole warp.
 __device__ __forceinline__ float warp_max_lse(const float *part_lse, int qh, int h, int slot0, int n, int lane) {
   float mx = -INFINITY;

@@ -42,8 +42,7 @@ static cgrt_runtime *rt;
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ",
-                        "CGRT_MLA_COMB_PDL"}) unsetenv(k);
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -411,7 +410,6 @@ int main(int argc, char **argv) {
         vs.push_back({"m16_cnt", C, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
         vs.push_back({"t64_nocomb", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_NOOP=2", nullptr, {}, {}});
         if (batch >= 4 && batch <= 128) vs.push_back({"nz2", W, "CGRT_MLA_NZ=2", nullptr, {}, {}});
-        vs.push_back({"comb_pdl", W, "CGRT_MLA_COMB_PDL=1", nullptr, {}, {}});
         if (batch >= 32) vs.push_back({"t64_noalign", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
         if (batch >= 32) vs.push_back({"t64_noal_cnt", C, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
         if (batch <= 4) {

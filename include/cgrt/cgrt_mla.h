@@ -13,7 +13,10 @@
  *      batches (num_rows <= the split kernel's block size) the split kernel does this
  *      itself and the scheduling kernel is not launched;
  *   2. the split kernel (tensor cores, cp.async pipeline), one CTA per (head group,
- *      range), persistent over its range's rows;
+ *      range), persistent over its range's rows: up to 16 query heads per CTA on sm_90a
+ *      wgmma with the 64 tokens of a KV tile as the matrix rows (cgrt_mla_split_t64;
+ *      steps of one row: cgrt_mla_split_m16_deep), 64 heads per CTA on wgmma with the
+ *      heads as the rows (cgrt_mla_split_m64_wgmma);
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
  *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
  *      counted in the runtime's counter buffer and resetting its counter to 0.
@@ -21,9 +24,10 @@
  * step, so the sequence can be captured into a CUDA graph once per batch bucket.
  *
  * Partial results live in a locked workspace reservation ("mla.decode" in the plan's
- * lane) sized at creation for (max_rows + splits) x q_heads x 513 fp32, where splits is
- * about twice the SM count divided by the head groups: for 256 rows, 16 heads on 132
- * SMs, 17 MiB instead of the 2.07 GiB of a fixed next_pow2(max_model_len / 512) split. */
+ * lane) sized at creation for (max_rows + splits) x q_heads x 513 fp32 (at least 144
+ * slots), where splits is the SM count divided by the head groups (one CTA per SM):
+ * for 256 rows, 16 heads on 132 SMs, 12 MiB instead of the 2.07 GiB of a fixed
+ * next_pow2(max_model_len / 512) split. */
 #ifndef CGRT_MLA_H
 #define CGRT_MLA_H
 
@@ -37,10 +41,15 @@ extern "C" {
 typedef struct cgrt_mla_plan cgrt_mla_plan;
 
 typedef enum cgrt_mla_combine {
-  /* Split kernel writes partials to the workspace; a separate combine kernel merges. */
+  /* Split kernel writes partials to the workspace; a separate combine kernel merges.
+   * The default: fastest for short batches (one row of 16 heads x 8192 tokens on the
+   * H200: 12.4 us against 24.8 us with COUNTERS). */
   CGRT_MLA_COMBINE_WORKSPACE = 0,
   /* One split kernel; the last CTA per (row, head group), counted by a self-resetting
-   * atomic counter in the runtime's counter buffer, merges. No memset node. */
+   * atomic counter in the runtime's counter buffer, merges. No memset node. Faster for
+   * memory-bound batches of >= 32 rows (H200, 16 heads x 8192 tokens: 3.69 against 3.60
+   * TB/s at 32 rows, 4.03 against 3.87 at 128), slower for a few long rows (one CTA
+   * merges all of a row's partials). */
   CGRT_MLA_COMBINE_COUNTERS = 1
 } cgrt_mla_combine;
 
@@ -64,17 +73,18 @@ typedef struct cgrt_mla_options {
                            * launched with programmatic dependent launch: their CTAs may
                            * start while the kernel before them in the stream runs, and
                            * wait on the device before they read or write anything.
-                           * 2: as 1, and for steps of up to 128 rows (16-head path) the
-                           * split kernel also reads seq_lens and block_table before that
+                           * 2: as 1, and for steps of one row (16-head path) the split
+                           * kernel also reads seq_lens and block_table before that
                            * wait, so its schedule overlaps the kernel before it. With 2
                            * the host guarantees that the kernel launched right before
                            * cgrt_mla_decode in the stream does not write seq_lens or
                            * block_table (another layer's attention or a projection does
-                           * not; a metadata kernel does). Paths without the early
-                           * schedule (64 heads per CTA) treat 2 as 1.
+                           * not; a metadata kernel does). Steps of more rows and 64
+                           * heads per CTA have no early schedule and treat 2 as 1.
                            * H200, one row of 16 heads x 8192 tokens, per call in a
-                           * graph of 8 calls: 12.3 us with 0, 12.0 with 1, 11.6 with 2
-                           * (bench/mla_decode/NOTES.md, eighth pass). */
+                           * graph of 8 calls: 12.4 us with 0, 12.2 with 1, 11.8 with 2;
+                           * at 32+ rows 1 and 2 gain nothing (+0.4..+1.5%)
+                           * (bench/mla_decode/NOTES.md, ninth pass). */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine WORKSPACE, lane 0, size
@@ -96,8 +106,9 @@ typedef struct cgrt_mla_plan_info {
   size_t counter_bytes;      /* counter-buffer bytes the plan reserved (0 for WORKSPACE) */
   size_t fixed_split_bytes;  /* what the fixed min(next_pow2(max_model_len / 512),
                               * 2 * SMs) split would reserve, for comparison */
-  const char *split_kernel;  /* the split kernel chosen, e.g. "cgrt_mla_split_m16_auto" or
-                              * "cgrt_mla_split_m64" (static string) */
+  const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
+                              * "cgrt_mla_split_t64" or "cgrt_mla_split_m64_wgmma" (static
+                              * string) */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the

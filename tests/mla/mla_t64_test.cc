@@ -148,11 +148,11 @@ TEST_F(MlaT64, ProgrammaticLaunch) {
     }
 }
 
-// The A/B knobs of the workspace combine on this kernel's partials: PDL on the combine
-// launch alone (CGRT_MLA_COMB_PDL=1) and other column-slice counts (CGRT_MLA_NZ).
+// The A/B knob of the workspace combine on this kernel's partials: other column-slice
+// counts than the shape picks (CGRT_MLA_NZ).
 TEST_F(MlaT64, CombineLaunchVariants) {
   std::mt19937 rng(3);
-  for (const char *knob : {"CGRT_MLA_COMB_PDL=1", "CGRT_MLA_NZ=1", "CGRT_MLA_NZ=2", "CGRT_MLA_NZ=4"}) {
+  for (const char *knob : {"CGRT_MLA_NZ=1", "CGRT_MLA_NZ=2", "CGRT_MLA_NZ=4"}) {
     const std::string kv = knob;
     const size_t eq = kv.find('=');
     ScopedEnv e(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
