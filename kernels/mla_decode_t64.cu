@@ -152,13 +152,13 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
                : "memory");
 }
 
-// PROF = 1 (cgrt_mla_split_t64_prof, CGRT_MLA_SPLIT=
-// t64prof with CGRT_MLA_NOOP=2, diagnostics only): thread 0 stamps %globaltimer at entry
-// (0), after the schedule (1), after the prologue's copies are issued (3), when tile 0
-// has landed (4), after its scores (5), when the last tile has landed (15), after the
-// last tile (6) and at exit (7), clock64 at entry and exit (12, 13), and writes them
-// with %smid (10) and whether the CTA had work (11) to out as 16 x u64 per CTA instead
-// of any result (the layout of cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
+// PROF = 1 (cgrt_mla_split_t64_prof: CGRT_MLA_SPLIT=t64prof with CGRT_MLA_NOOP=2,
+// diagnostics only): thread 0 stamps %globaltimer at entry (0), after the schedule (1),
+// after the prologue's copies are issued (3), when tile 0 has landed (4), after its
+// scores (5), when the last tile has landed (15), after the last tile (6) and at exit
+// (7), clock64 at entry and exit (12, 13), and writes them with %smid (10) and whether
+// the CTA had work (11) to out as 16 x u64 per CTA instead of any result (the layout of
+// cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
 template <int PROF>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,

@@ -299,20 +299,25 @@ int main(int argc, char **argv) {
       const double kv_bytes = (double)batch * ctx * 576 * 2;
       const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
       const double tflops = 2.0 * batch * heads * (double)ctx * (576 + 512) / (us_g * 1e-6) / 1e12;
+      // The same per call in a graph of `layers` calls (no launch latency); 0 without --layers.
+      const double tbps_l = us_l > 0 ? kv_bytes / (us_l * 1e-6) / 1e12 : 0;
+      const double tflops_l = us_l > 0 ? tflops * us_g / us_l : 0;
       const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters" : "workspace";
       printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us in-graph(x%d) %8.2f us  "
-             "%.3f TB/s (%3.0f%% of copy)  %6.1f TFLOP/s  splits %3d  workspace %.1f MiB (fixed split: %.1f MiB)\n",
-             variant, batch, heads, ctx, cname, us_g, us_e, layers, us_l, tbps, 100 * tbps / copy_tbps, tflops, pi.splits,
-             pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
+             "%.3f TB/s (%3.0f%% of copy)  %6.1f TFLOP/s  per call in graph %.3f TB/s %6.1f TFLOP/s  splits %3d  "
+             "workspace %.1f MiB (fixed split: %.1f MiB)\n",
+             variant, batch, heads, ctx, cname, us_g, us_e, layers, us_l, tbps, 100 * tbps / copy_tbps, tflops, tbps_l,
+             tflops_l, pi.splits, pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
       char b[768];
       snprintf(b, sizeof b,
                "%s    {\"variant\": \"%s\", \"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
                "\"us_graph\": %.3f, \"us_eager\": %.3f, \"us_in_graph\": %.3f, \"layers\": %d, "
-               "\"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, "
-               "\"tflops\": %.2f, \"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
+               "\"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, \"tflops\": %.2f, "
+               "\"kv_tbps_in_graph\": %.4f, \"tflops_in_graph\": %.2f, "
+               "\"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
                "\"fixed_split_bytes\": %zu}",
                first ? "" : ",\n", variant, batch, heads, ctx, cname, us_g, us_e, us_l, layers, tbps, 100 * tbps / copy_tbps, tflops,
-               pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
+               tbps_l, tflops_l, pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
       js += b;
       first = false;
       cgrt_mla_plan_destroy(plan);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The MLA benchmark's flow on the CPU emulation: tiny shapes, 3 repetitions, 2 calls per
 # in-graph measurement, the --prof request (skipped off a GPU); checks that the JSON
-# carries every shape of both combine strategies with an in-graph time.
+# carries every shape of both combine strategies with an in-graph time and bandwidth.
 set -euo pipefail
 BIN=$1
 OUT_JSON="${TEST_TMPDIR:-/tmp}/mla_smoke.json"
@@ -14,6 +14,9 @@ rows = d["results"]
 assert len(rows) == 6, rows
 for r in rows:
     assert r["layers"] == 2 and r["us_in_graph"] > 0 and r["us_graph"] > 0, r
+    # Per call in the graph: KV bytes over the in-graph time.
+    kv = r["batch"] * r["context"] * 576 * 2
+    assert abs(r["kv_tbps_in_graph"] - kv / (r["us_in_graph"] * 1e-6) / 1e12) <= 1e-4 + 1e-3 * r["kv_tbps_in_graph"], r
 assert {r["combine"] for r in rows} == {"workspace", "counters"}
 print("ok:", len(rows), "results")
 PY
