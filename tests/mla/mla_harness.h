@@ -46,6 +46,28 @@ struct Case {
   int programmatic_launch = 0;  // cgrt_mla_options.programmatic_launch
 };
 
+// Sets an environment variable for its lifetime and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    const char *old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
 // CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
 // case through the public API and compares it with an fp32 host reference.
@@ -213,6 +235,31 @@ class Harness : public ::testing::Test {
   cgrt_runtime *rt_ = nullptr;
   bool emulated_ = false;
   std::vector<CUdeviceptr> allocs_;
+};
+
+// A Harness for one split kernel: its cases run with CGRT_MLA_SPLIT = split (set from
+// SetUp to TearDown), and every plan must report the split kernel expect_ (a test may
+// change expect_ along with other knobs).
+class SplitHarness : public Harness {
+ protected:
+  void start(const std::string &split, const std::string &expect) {
+    env_.reset(new ScopedEnv("CGRT_MLA_SPLIT", split.c_str()));
+    expect_ = expect;
+    Harness::SetUp();
+  }
+  void TearDown() override {
+    Harness::TearDown();
+    env_.reset();
+  }
+  void check_plan(cgrt_mla_plan *plan) override {
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
+    EXPECT_EQ(std::string(info.split_kernel), expect_);
+  }
+
+  std::unique_ptr<ScopedEnv> env_;
+  std::string expect_;
 };
 
 const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};

@@ -12,50 +12,12 @@ namespace {
 
 using namespace mla_test;
 
-// Sets an environment variable for the fixture's lifetime and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    const char *old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
-class MlaT64 : public Harness {
+class MlaT64 : public SplitHarness {
  protected:
-  void SetUp() override {
-    split_.reset(new ScopedEnv("CGRT_MLA_SPLIT", "t64"));
-    Harness::SetUp();
-  }
-  void TearDown() override {
-    Harness::TearDown();
-    split_.reset();
-  }
+  void SetUp() override { start("t64", "cgrt_mla_split_t64"); }
   unsigned case_seed(const Case &c) const override {
     return 4242u + c.heads * 17 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
-  void check_plan(cgrt_mla_plan *plan) override {
-    cgrt_mla_plan_info info{};
-    info.size = sizeof info;
-    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
-    EXPECT_EQ(std::string(info.split_kernel), expect_);
-  }
-
-  std::unique_ptr<ScopedEnv> split_;
-  std::string expect_ = "cgrt_mla_split_t64";
 };
 
 TEST_F(MlaT64, HeadCountsBothStrategies) {

@@ -11,29 +11,15 @@ using namespace mla_test;
 
 // The tests run with CGRT_MLA_SPLIT=wgmma (the m64 default; an environment value
 // starting with "wgmma", e.g. wgmma2s4, tests that pipeline instead).
-class MlaWgmma : public Harness {
+class MlaWgmma : public SplitHarness {
  protected:
   void SetUp() override {
     const char *old = getenv("CGRT_MLA_SPLIT");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
     split_ = old && !strncmp(old, "wgmma", 5) ? old : "wgmma";
-    setenv("CGRT_MLA_SPLIT", split_.c_str(), 1);
-    Harness::SetUp();
-  }
-  void TearDown() override {
-    Harness::TearDown();
-    if (had_) setenv("CGRT_MLA_SPLIT", old_.c_str(), 1);
-    else unsetenv("CGRT_MLA_SPLIT");
+    start(split_, "cgrt_mla_split_m64_" + split_);
   }
   unsigned case_seed(const Case &c) const override {
     return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
-  }
-  void check_plan(cgrt_mla_plan *plan) override {
-    cgrt_mla_plan_info info{};
-    info.size = sizeof info;
-    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
-    EXPECT_EQ(std::string(info.split_kernel), "cgrt_mla_split_m64_" + split_);
   }
 
   // The cases of this file default to 64 heads (one head group per CTA on this path).
@@ -43,8 +29,7 @@ class MlaWgmma : public Harness {
     return c;
   }
 
-  bool had_ = false;
-  std::string old_, split_;
+  std::string split_;
 };
 
 TEST_F(MlaWgmma, HeadCountsBothStrategies) {
