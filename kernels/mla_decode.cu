@@ -757,7 +757,8 @@ __device__ __forceinline__ void combine_kernel(const int *__restrict__ meta, con
   asm volatile("griddepcontrol.launch_dependents;");
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
   const int col0 = blockIdx.z * (DV / nz);
-  // One row with 64-column slices: the host reserved >= 16 x 9 slots (mla_plan.c).
+  // One row with 64-column slices: 16 lane groups x 9 slots, all reserved by every plan.
+  static_assert(8 * (32 / 16) * 9 == CGRT_MLA_COMB_SPEC_SLOTS, "the one-row form loads the reserved slots");
   if (SPEC && nz == 8 && rows == 1) {
     combine_pass<1, 16, 9, true>(part_o, part_lse, out, lse, 0, h, qh, 0, 0, col0, sacc, swsum, swmax, meta);
     return;

@@ -73,20 +73,7 @@ __device__ __forceinline__ void t64_qk_issue(float (&s)[8], KB kb, uint32_t q_s)
   wg_commit();
   fence_regs(s);
 #else
-#pragma unroll
-  for (int i = 0; i < 8; i++) s[i] = 0.f;
-  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-  const int ar = 16 * wi + (lane & 15), ac = lane >> 4;                 // A: token row, chunk offset
-  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1; // B: head row, chunk offset
-#pragma unroll 4
-  for (int ks = 0; ks < D / 16; ks++) {
-    const int cb = ks >> 2, c0 = (ks & 3) * 2;
-    uint32_t a[4], b0, b1, b2, b3;
-    ldsm_x4(kb(cb) + swz(ar, c0 + ac), a[0], a[1], a[2], a[3]);
-    ldsm_x4(q_s + cb * kQ16 + swz(br, c0 + bc), b0, b1, b2, b3);
-    mma16816(s, a, b0, b1);
-    mma16816(s + 4, a, b2, b3);
-  }
+  mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
 #endif
 }
 __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {

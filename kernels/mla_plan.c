@@ -226,15 +226,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
   }
   {
-    /* Row-aligned ranges exist in the kernels of kernels/mla_decode.cu only. */
-    static const char *const own_kernels[] = {
+    /* Row-aligned ranges (a schedule property: min_tiles passed negated) where they were
+     * measured: the kernels of kernels/mla_decode.cu and cgrt_mla_split_t64; the m64
+     * wgmma kernels keep the plain ranges. */
+    static const char *const aligned_kernels[] = {
         "cgrt_mla_split_m16_auto", "cgrt_mla_split_m16_prof", "cgrt_mla_split_m16_chunk", "cgrt_mla_split_m16_deep",
-        "cgrt_mla_split_m16_nobta", "cgrt_mla_split_m16", "cgrt_mla_split_m64", NULL};
-    static const char *const aligned_kernels[] = {"cgrt_mla_split_m16_ts32", "cgrt_mla_split_m64_ts32",
-                                                   "cgrt_mla_split_m16_s3", "cgrt_mla_split_t64",
-                                                   "cgrt_mla_split_t64_prof",
-                                                   NULL};
-    if (!name_in(split_name, own_kernels) && !name_in(split_name, aligned_kernels)) p->align = 0;
+        "cgrt_mla_split_m16_nobta", "cgrt_mla_split_m16", "cgrt_mla_split_m64", "cgrt_mla_split_m16_ts32",
+        "cgrt_mla_split_m64_ts32", "cgrt_mla_split_m16_s3", "cgrt_mla_split_t64", "cgrt_mla_split_t64_prof", NULL};
+    if (!name_in(split_name, aligned_kernels)) p->align = 0;
   }
   /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
    * kernel and with the workspace combine (the configuration it was measured in). */
@@ -463,10 +462,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     cfg.gridDimY = (unsigned)rows;
     /* 64-column slices for the shortest steps (one row of 16 or 32 heads: -5.5% / -2.5%
      * on the H200; at 4 x 16 they cost +3%), 128 up to 256 (row, head) pairs. With one
-     * row, the kernel loads slots 0..143 before it knows how many hold partials: nz 8
-     * only where the workspace (descs[0]: slots x heads x 512) has that many. */
-    cfg.gridDimZ = rh <= 32 && (rows > 1 || p->descs[0].shape[0] >= CGRT_MLA_COMB_SPEC_SLOTS) ? 8u
-                 : rh <= 256 ? 4u : 1u;
+     * row, the kernel loads slots 0..143 before it knows how many hold partials: every
+     * plan reserves that many (CGRT_MLA_COMB_SPEC_SLOTS). */
+    cfg.gridDimZ = rh <= 32 ? 8u : rh <= 256 ? 4u : 1u;
     if (p->nz) cfg.gridDimZ = (unsigned)p->nz;
     cfg.blockDimX = 256;
     cfg.sharedMemBytes = 0;

@@ -92,29 +92,25 @@ __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// D[64 x 16] (+)= A[64 x 16] . B[16 x 16], A and B from shared memory (descriptors);
-// B K-major. scale_d = 0 overwrites D.
-__device__ __forceinline__ void wgmma_m64n16_kk(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+// D[64 x 16] (+)= A[64 x 16] . B[16 x 16], A and B from shared memory (descriptors), B
+// K-major; A K-major (TA = 0) or MN-major (TA = 1: the 64 rows of A are the contiguous
+// columns of a shared-memory block; kernels/mla_decode_t64.cu, O^T += V^T . P^T).
+// scale_d = 0 overwrites D.
+template <int TA>
+__device__ __forceinline__ void wgmma_m64n16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
       "%0,%1,%2,%3,%4,%5,%6,%7"
-      "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      "}, %8, %9, p, 1, 1, %11, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA));
 }
-
-// D[64 x 16] (+)= A[64 x 16] . B[16 x 16] with A MN-major (transposed: the 64 rows of A
-// are the contiguous columns of a shared-memory block), B K-major
-// (kernels/mla_decode_t64.cu: O^T += V^T . P^T). scale_d = 0 overwrites D.
+__device__ __forceinline__ void wgmma_m64n16_kk(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_m64n16<0>(d, da, db, scale_d);
+}
 __device__ __forceinline__ void wgmma_m64n16_mk(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7"
-      "}, %8, %9, p, 1, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(da), "l"(db), "r"(scale_d));
+  wgmma_m64n16<1>(d, da, db, scale_d);
 }
 
 // D[64 x 256] (+)= A[64 x 16] . B[16 x 256], A and B from shared memory (descriptors);
@@ -156,6 +152,29 @@ using cgrt_mla::ldsm_x4_t;
 using cgrt_mla::mma16816;
 #endif
 
+#if !CGRT_WG_HAS_WGMMA
+// The mma.sync form of D[64 x 16] = A[64 x 576] . B[16 x 576]^T for one warpgroup (each
+// warp its 16 rows of A), both operands K-major in the layout above; a(cb) / b(cb): the
+// shared address of column block cb of A (its 64 rows) and of B (its 16 rows).
+template <class FA, class FB>
+__device__ __forceinline__ void mma_kk_sync(float (&s)[8], FA a, FB b) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) s[i] = 0.f;
+  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
+  const int ar = 16 * wi + (lane & 15), ac = lane >> 4;                 // A: row, chunk offset
+  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1; // B: row, chunk offset
+#pragma unroll 4
+  for (int ks = 0; ks < kD / 16; ks++) {
+    const int cb = ks >> 2, c0 = (ks & 3) * 2;
+    uint32_t a4[4], b0, b1, b2, b3;
+    ldsm_x4(a(cb) + swz(ar, c0 + ac), a4[0], a4[1], a4[2], a4[3]);
+    ldsm_x4(b(cb) + swz(br, c0 + bc), b0, b1, b2, b3);
+    mma16816(s, a4, b0, b1);
+    mma16816(s + 4, a4, b2, b3);
+  }
+}
+#endif
+
 // S[64 x 16] = Q[64 x 576] . K[16 x 576]^T for one warpgroup: q_s = Q (9 blocks of
 // kQBlock), k_s = the first of the 16 token rows inside a KV stage (blocks kKBlock apart,
 // a multiple of 8 rows from the block start). mma_qk_issue starts the product (wgmma:
@@ -175,20 +194,7 @@ __device__ __forceinline__ void mma_qk_issue(float (&s)[8], uint32_t q_s, uint32
   wg_commit();
   fence_regs(s);
 #else
-#pragma unroll
-  for (int i = 0; i < 8; i++) s[i] = 0.f;
-  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-  const int ar = 16 * wi + (lane & 15), ac = lane >> 4;                 // A: row, chunk offset
-  const int bt = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1; // B: token, chunk offset
-#pragma unroll 4
-  for (int ks = 0; ks < kD / 16; ks++) {
-    const int cb = ks >> 2, c0 = (ks & 3) * 2;
-    uint32_t a[4], b0, b1, b2, b3;
-    ldsm_x4(q_s + cb * kQBlock + swz(ar, c0 + ac), a[0], a[1], a[2], a[3]);
-    ldsm_x4(k_s + cb * kKBlock + swz(bt, c0 + bc), b0, b1, b2, b3);
-    mma16816(s, a, b0, b1);
-    mma16816(s + 4, a, b2, b3);
-  }
+  mma_kk_sync(s, [&](int cb) { return q_s + cb * kQBlock; }, [&](int cb) { return k_s + cb * kKBlock; });
 #endif
 }
 __device__ __forceinline__ void mma_qk_wait(float (&s)[8]) {
