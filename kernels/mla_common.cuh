@@ -87,7 +87,16 @@
 #ifndef CGRT_MLA_DEFAULT_DEEP_ROWS
 #define CGRT_MLA_DEFAULT_DEEP_ROWS 1
 #endif
+/* cgrt_mla_split_t64_row1 takes Pe = min(P, ceil(len / 64)) ranges, the schedule's count
+ * for ranges of >= 2 tiles: it relies on this value. */
 #define CGRT_MLA_MIN_TILES_DEEP 2
+/* The one-row kernel under the t64 default (CGRT_MLA_ONEROW overrides): "row1" =
+ * cgrt_mla_split_t64_row1 (kernels/mla_decode_t64.cu), "deep" = cgrt_mla_split_m16_deep
+ * (the one-row kernel of the fourth to sixth sessions), "s2" = cgrt_mla_split_t64_row1_s2
+ * (A/B). */
+#ifndef CGRT_MLA_DEFAULT_ONEROW
+#define CGRT_MLA_DEFAULT_ONEROW "row1"
+#endif
 
 /* How a plan runs q_heads query heads on sm_count SMs (host side; also used by the
  * standalone GPU harness in bench/mla_decode/). Head-count rule: tile = 8 if q_heads

@@ -102,7 +102,7 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
  * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
  * leaves the same metadata in meta for the combine kernel. */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
-                       int use_counters) {
+                       int use_counters, int row1) {
   const uint16_t *q = PTR(const uint16_t, 0);
   const uint16_t *kv = PTR(const uint16_t, 1);
   const int *bt = PTR(const int, 2);
@@ -135,7 +135,7 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         }
       }
       if (T == 0 || pp >= Pe) continue;
-      const int b0 = (int)((long long)pp * T / Pe), b1 = (int)((long long)(pp + 1) * T / Pe);
+      const int b0 = row1 ? 0 : (int)((long long)pp * T / Pe), b1 = row1 ? 1 : (int)((long long)(pp + 1) * T / Pe);
       for (int r = 0, t = b0; t < b1 && r < rows; r++) {
         const int rs = ts[r], re = ts[r + 1];
         if (re <= t) continue;
@@ -143,9 +143,17 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         const int len = row_len[r];
         const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe), nsplit = pl - pf + 1;
         t = rs + jb;
-        const int tok_a = ja * MLA_TILE;
-        const int tok_b = jb * MLA_TILE < len ? jb * MLA_TILE : len;
-        const int ntok = tok_b - tok_a;
+        /* Token i of the CTA's share: tok_a + (i / 64) * stride + i % 64. A range: tiles
+         * [ja, jb) (stride 64). row1: the 64-token tiles pp, pp + P, ... of the row. */
+        int tok_a = ja * MLA_TILE, stride = 64, ntok;
+        if (row1) {
+          tok_a = 64 * pp;
+          stride = 64 * P;
+          ntok = 0;
+          for (int tb = tok_a; tb < len; tb += stride) ntok += len - tb < 64 ? len - tb : 64;
+        } else {
+          ntok = (jb * MLA_TILE < len ? jb * MLA_TILE : len) - tok_a;
+        }
         if (ntok > cap_tok) {
           free(kf);
           free(sc);
@@ -157,7 +165,7 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         if (!kf || !sc || !acc) goto done; /* host out of memory: leave outputs as they are */
         const int *btr = bt + (long long)(r / bl) * mbps;
         for (int i = 0; i < ntok; i++) {
-          const int tok = tok_a + i;
+          const int tok = tok_a + i / 64 * stride + i % 64;
           const long long page = btr[tok / ps];
           const uint16_t *src = kv + (page * ps + tok % ps) * MLA_D;
           for (int d = 0; d < MLA_D; d++) kf[(size_t)i * MLA_D + d] = bf2f(src[d]);
@@ -211,7 +219,16 @@ done:
 }
 
 static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 1);
+  split_core(l, p, off, 1, 0);
+}
+
+/* cgrt_mla_split_t64_row1 (and _s2): steps of one row (rows == 1); CTA (g, p) takes the
+ * 64-token tiles p, p + P, ... of the row, partial p in slot p. With ranges of >= 2
+ * 32-token tiles (CGRT_MLA_MIN_TILES_DEEP) the schedule's Pe is min(P, ceil(len / 64)),
+ * exactly the CTAs that have a tile, so the metadata and the combine are the range
+ * schedule's. */
+static void split_row1_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  split_core(l, p, off, 1, 1);
 }
 
 /* cgrt_mla_noop_split / cgrt_mla_noop_combine (CGRT_MLA_NOOP=1, timing floor): nothing. */
@@ -264,6 +281,8 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_t64", 21, SPLIT_SIZES, split_ref}, /* kernels/mla_decode_t64.cu */
+    {"cgrt_mla_split_t64_row1", 21, SPLIT_SIZES, split_row1_ref},
+    {"cgrt_mla_split_t64_row1_s2", 21, SPLIT_SIZES, split_row1_ref},
     {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},

@@ -57,6 +57,7 @@ static_assert(kSlots - 3 == kAhead, "the ring holds one tile plus the sub-stages
 static_assert(16 * kOStr * 4 <= kSlots * kSub, "the output staging fits in the ring");
 static_assert(kBytes == CGRT_MLA_T64_SMEM, "kernels/mla_plan.c passes CGRT_MLA_T64_SMEM");
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
+static_assert(CGRT_MLA_MIN_TILES_DEEP == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
 // S^T = K . Q^T of one tile; kb(cb): shared address of column block cb (0..8) of the
 // tile. t64_qk_issue starts the product (wgmma: one commit group), t64_qk_wait waits.
@@ -81,6 +82,40 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
   wg_wait<0>();
 #endif
   fence_regs(s);
+}
+
+// The same product on two accumulators (S2, A/B): column blocks 0, 2, .. into s, 1, 3, ..
+// into s2, so that two dependency chains run; t64_qk_wait2 waits and sums them into s.
+template <class KB>
+__device__ __forceinline__ void t64_qk_issue2(float (&s)[8], float (&s2)[8], KB kb, uint32_t q_s) {
+#if CGRT_WG_HAS_WGMMA
+  wg_fence();
+#pragma unroll
+  for (int cb = 0; cb < 9; cb++) {
+    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
+#pragma unroll
+    for (int k4 = 0; k4 < 4; k4++) {
+      if (cb & 1) wgmma_m64n16_kk(s2, da + 2 * k4, db + 2 * k4, cb + k4 > 1);
+      else wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+    }
+  }
+  wg_commit();
+  fence_regs(s);
+  fence_regs(s2);
+#else
+  mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
+#pragma unroll
+  for (int i = 0; i < 8; i++) s2[i] = 0.f;
+#endif
+}
+__device__ __forceinline__ void t64_qk_wait2(float (&s)[8], float (&s2)[8]) {
+#if CGRT_WG_HAS_WGMMA
+  wg_wait<0>();
+#endif
+  fence_regs(s);
+  fence_regs(s2);
+#pragma unroll
+  for (int i = 0; i < 8; i++) s[i] += s2[i];
 }
 
 // O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
@@ -139,14 +174,26 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
                : "memory");
 }
 
-// PROF = 1 (cgrt_mla_split_t64_prof: CGRT_MLA_SPLIT=t64prof with CGRT_MLA_NOOP=2,
-// diagnostics only): thread 0 stamps %globaltimer at entry (0), after the schedule (1),
-// after the prologue's copies are issued (3), when tile 0 has landed (4), after its
-// scores (5), when the last tile has landed (15), after the last tile (6) and at exit
-// (7), clock64 at entry and exit (12, 13), and writes them with %smid (10) and whether
-// the CTA had work (11) to out as 16 x u64 per CTA instead of any result (the layout of
-// cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
-template <int PROF>
+// PROF = 1 (cgrt_mla_split_t64_prof, _row1_prof: CGRT_MLA_SPLIT=t64prof with
+// CGRT_MLA_NOOP=2, diagnostics only): thread 0 stamps %globaltimer at entry (0), after the
+// schedule (1), after the prologue's copies are issued (3), when tile 0 has landed (4),
+// after its scores (5), when the last tile has landed (15), after the last tile (6) and at
+// exit (7), clock64 at entry and exit (12, 13), and writes them with %smid (10) and
+// whether the CTA had work (11) to out as 16 x u64 per CTA instead of any result (the
+// layout of cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
+//
+// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM, see mla_plan.c):
+// CTA (g, p) of P takes the 64-token tiles p, p + P, p + 2P, ... of the row, so the
+// block-table entries of its first four tiles do not depend on seq_len: they are read
+// together with seq_len (bounded by cap, the block table's columns), which takes one
+// dependent round trip off the chain seq_len -> entries -> KV of a one-row step. The
+// ranges in use are Pe = min(P, ceil(len / 64)) (the schedule's count with
+// CGRT_MLA_MIN_TILES_DEEP = 2), partial p in slot p, so the combine kernel and the
+// metadata are those of the range schedule. The C reference (kernels/mla_decode_ref.c)
+// takes the same tiles.
+// S2 = 1 (cgrt_mla_split_t64_row1_s2, A/B): the 36 wgmmas of S^T alternate between two
+// accumulators (two dependency chains), summed at the end.
+template <int PROF, int ROW1 = 0, int S2 = 0>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -179,20 +226,12 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, t4 = lane & 3;
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
-
-  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
-  mark(1);
-  const int *row_len = mb;
-  const int *ts = mb + rows;
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const int nh = h_end - h_begin; // 1..16
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
-  const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
-  const int T = cr.T, Pe = cr.Pe;
-  const bool work = cr.work;
-  if (PROF) stamp[11] = work;
+
   // PROF: the stamps replace every result; written at exit, with or without work.
   auto prof_exit = [&] {
     mark(7);
@@ -206,11 +245,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       for (int k = 0; k < 16; k++) dst[k] = stamp[k];
     }
   };
-  if (!work) {
-    if (PROF) prof_exit();
-    return;
-  }
-  const int b0 = cr.b0, b1 = cr.b1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
   // (tid >> 3) + 16 q4 of a tile (and of Q: head row tid >> 3).
@@ -220,25 +254,25 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int ta = 16 * warp + gq;
   auto head_of = [&](int h) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }; // head of index h = 2 j + e
 
-  for (int r = cr.lo, t = b0; t < b1; r++) {
-    cgrt_mla::Segment sg;
-    if (!cgrt_mla::next_segment(ts, row_len, r, t, b1, T, Pe, sg)) continue;
-    const int pf = sg.pf, nsplit = sg.nsplit;
-    const int tok0 = sg.ja * TN;                // first token of this segment
-    const int tend = min(sg.jb * TN, sg.len);   // one past its last token (tok0 < tend)
-    const int n = (tend - tok0 + 63) >> 6;  // 64-token tiles
-    const int *btr = bt + (long long)(r / bl) * mbps;
-
-    // Block-table entries of this thread's 4 copy rows of tile i (0 past the segment).
-    // They are read ahead of the copies that use them (tiles 0-3 in one batch before the
-    // prologue, then tile it + 3 in step it), so that no copy waits for its entry.
-    auto entries = [&](int i, int (&pg)[4]) {
+  // Block-table entries (row btr) of this thread's 4 copy rows of the tile that starts at
+  // token tb (0 at or past bound). They are read ahead of the copies that use them (tiles
+  // 0-3 before the prologue, then tile it + 3 in step it), so that no copy waits for its
+  // entry.
+  auto entries = [&](const int *btr, int tb, int bound, int (&pg)[4]) {
 #pragma unroll
-      for (int q4 = 0; q4 < 4; q4++) {
-        const int tok = tok0 + 64 * i + crow + 16 * q4;
-        pg[q4] = tok < tend ? __ldg(btr + (tok >> ps_shift)) : 0;
-      }
-    };
+    for (int q4 = 0; q4 < 4; q4++) {
+      const int tok = tb + crow + 16 * q4;
+      pg[q4] = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
+    }
+  };
+
+  // One segment of row r: its n tiles start at tokens tb0, tb0 + stride, ..., its tokens
+  // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
+  // in slots r + pf ..) or straight to out (nsplit == 1). pg0, pg1, pga, pgb: the entries
+  // of tiles 0-3. first: the CTA's first segment (PROF stamps).
+  auto segment = [&](int r, int tb0, int stride, int tend, int n, int pf, int nsplit, int (&pg0)[4],
+                     int (&pg1)[4], int (&pga)[4], int (&pgb)[4], bool first) {
+    const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
     // slot k % 8; one commit group each (empty past the segment), so that wait_group
     // counts tiles.
@@ -246,7 +280,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       const int i = k / 3, c = k - 3 * i;
       if (i < n) {
         const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
-        const int tb = tok0 + 64 * i + crow;
+        const int tb = tb0 + stride * i + crow;
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) {
           const int tok = tb + 16 * q4;
@@ -271,14 +305,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
     // starts with 8 sub-stages in flight.
-    int pg0[4], pg1[4], pga[4], pgb[4]; // tiles 0, 1; then it + 1 and it + 2 of step it
-    entries(0, pg0);
-    entries(1, pg1);
-    entries(2, pga);
-    entries(3, pgb);
 #pragma unroll
     for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    if (r == cr.lo) mark(3);
+    if (first) mark(3);
 
     float o[8][8];
 #pragma unroll
@@ -299,13 +328,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       else cp_wait<2>();
       fence_proxy_async();
       __syncthreads();
-      if (r == cr.lo && it == 0) mark(4);
+      if (first && it == 0) mark(4);
       if (it == n - 1) mark(15);
       auto kb = [&](int cb) -> uint32_t {
         return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
       };
-      float s[8];
-      t64_qk_issue(s, kb, s_q);
+      float s[8], s2[8];
+      if (S2) t64_qk_issue2(s, s2, kb, s_q);
+      else t64_qk_issue(s, kb, s_q);
       if (it > 0) {
         // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
         // tile it + 2.
@@ -314,13 +344,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
         load_sub(3 * it + kAhead + 2, pgb);
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
-        entries(it + 3, pgb);
+        entries(btr, tb0 + stride * (it + 3), tend, pgb);
       }
-      t64_qk_wait(s);
-      if (r == cr.lo && it == 0) mark(5);
+      if (S2) t64_qk_wait2(s, s2);
+      else t64_qk_wait(s);
+      if (first && it == 0) mark(5);
 
       // Online softmax down the token rows (log2 domain; tokens past the segment masked).
-      const int tk = tok0 + 64 * it + ta;
+      const int tk = tb0 + stride * it + ta;
       const bool va = tk < tend, vb = tk + 8 < tend;
       float mx[4];
 #pragma unroll
@@ -425,6 +456,56 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       cgrt_mla::last_cta_merge<NT, 1>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
                                    nsplit, s_last);
     __syncthreads(); // the staging is read before the next segment's loads
+  };
+
+  int pg0[4], pg1[4], pga[4], pgb[4]; // entries of tiles 0, 1; then it + 1 and it + 2 of step it
+  if (ROW1) {
+    // One row (rows == 1, block_len 1): the entries of tiles p, p + P, p + 2P, p + 3P in
+    // flight with seq_len.
+    const int stride = 64 * P, tb0 = 64 * p;
+    entries(bt, tb0, cap, pg0);
+    entries(bt, tb0 + stride, cap, pg1);
+    entries(bt, tb0 + 2 * stride, cap, pga);
+    entries(bt, tb0 + 3 * stride, cap, pgb);
+    int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    mark(1);
+    const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
+    if (seq_lens != nullptr && g == 0 && p == 0 && tid == 0) {
+      // The metadata of the range schedule for the combine kernel: length, tile offset
+      // 0, T = ceil(len / 32) tiles, Pe ranges (row 0's partials in slots 0 .. Pe - 1).
+      int *mw = const_cast<int *>(meta);
+      mw[0] = len;
+      mw[1] = 0;
+      mw[2] = (len + TN - 1) / TN;
+      mw[3] = Pe;
+    }
+    if (PROF) stamp[11] = p < n64;
+    if (p >= n64) {
+      if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
+      if (PROF) prof_exit();
+      return;
+    }
+    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pga, pgb, true);
+  } else {
+    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+    mark(1);
+    const int *row_len = mb;
+    const int *ts = mb + rows;
+    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+    if (PROF) stamp[11] = cr.work;
+    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
+      cgrt_mla::Segment sg;
+      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
+      const int tok0 = sg.ja * TN;              // first token of this segment
+      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
+      const int *btr = bt + (long long)(r / bl) * mbps;
+      entries(btr, tok0, tend, pg0);
+      entries(btr, tok0 + 64, tend, pg1);
+      entries(btr, tok0 + 128, tend, pga);
+      entries(btr, tok0 + 192, tend, pgb);
+      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pga, pgb, r == cr.lo);
+    }
   }
   if (PROF) prof_exit();
 }
@@ -439,4 +520,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_prof(CGRT_WG_PARAMS) {
   (void)alt_max;
   split_t64<1>(CGRT_WG_ARGS);
+}
+// Steps of one row (ROW1 above; the plan's one-row kernel); _prof and _s2 for A/B runs.
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_t64<0, 1>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_prof(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_t64<1, 1>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_s2(CGRT_WG_PARAMS) {
+  (void)alt_max;
+  split_t64<0, 1, 1>(CGRT_WG_ARGS);
 }

@@ -36,9 +36,11 @@ struct cgrt_mla_plan {
   int noop;                  /* A/B floor: 1 = split and combine return at once, 2 = combine */
   int align;                 /* ranges in use a multiple of rows (min_tiles passed negated) */
   int nz;                    /* CGRT_MLA_NZ: combine column slices (0: by shape) */
-  int deep_rows;             /* steps of <= deep_rows rows: cgrt_mla_split_m16_deep */
+  int deep_rows;             /* steps of <= deep_rows rows run the one-row kernel f_deep */
   int deep_parts;            /* its ranges P: one CTA per SM */
-  CUfunction f_deep;         /* cgrt_mla_split_m16_deep (deep_rows > 0) */
+  int deep_smem;             /* its dynamic shared memory */
+  const char *deep_name;     /* cgrt_mla_split_t64_row1 (rows == 1 only) or _m16_deep */
+  CUfunction f_deep;         /* (deep_rows > 0) */
 };
 
 void cgrt_mla_options_init(cgrt_mla_options *o) {
@@ -222,8 +224,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->noop = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_NZ"); /* 1 | 2 | 4: column slices of the combine (not the one-row form) */
     p->nz = e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4")) ? atoi(e) : 0;
-    e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run cgrt_mla_split_m16_deep */
+    e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run the one-row kernel */
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
+    e = getenv("CGRT_MLA_ONEROW"); /* the one-row kernel under t64: row1 (default), deep, s2 */
+    if (!e || !*e) e = CGRT_MLA_DEFAULT_ONEROW;
+    p->deep_name = !strcmp(split_name, "cgrt_mla_split_t64_prof") ? "cgrt_mla_split_t64_row1_prof"
+                   : strcmp(split_name, "cgrt_mla_split_t64") || !strcmp(e, "deep") ? "cgrt_mla_split_m16_deep"
+                   : !strcmp(e, "s2")                                               ? "cgrt_mla_split_t64_row1_s2"
+                                                                                    : "cgrt_mla_split_t64_row1";
   }
   {
     /* Row-aligned ranges (a schedule property: min_tiles passed negated) where they were
@@ -236,13 +244,26 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (!name_in(split_name, aligned_kernels)) p->align = 0;
   }
   /* The one-CTA-per-SM kernel for the shortest steps: only in place of the default 16-head
-   * kernel and with the workspace combine (the configuration it was measured in). */
-  if ((strcmp(split_name, "cgrt_mla_split_m16_auto") && strcmp(split_name, "cgrt_mla_split_t64")) ||
-      o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
-    p->deep_rows = 0;
+   * kernel and with the workspace combine (the configuration it was measured in):
+   * cgrt_mla_split_t64_row1 under t64 (steps of one row only), cgrt_mla_split_m16_deep
+   * under auto. */
+  {
+    static const char *const with_onerow[] = {"cgrt_mla_split_m16_auto", "cgrt_mla_split_t64",
+                                              "cgrt_mla_split_t64_prof", NULL};
+    if (!name_in(split_name, with_onerow) || o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
+      p->deep_rows = 0;
+  }
   p->deep_parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
-  /* programmatic_launch 2: the kernels with the early schedule where they exist. */
+  /* programmatic_launch 2: the kernels with the early schedule where they exist (the
+   * one-row kernel: the deep one's). */
   if (p->pdl == 2 && !strcmp(split_name, "cgrt_mla_split_m16_auto")) split_name = "cgrt_mla_split_m16_auto_early";
+  if (p->pdl == 2 && strcmp(p->deep_name, "cgrt_mla_split_t64_row1_prof")) p->deep_name = "cgrt_mla_split_m16_deep_early";
+  if (!strncmp(p->deep_name, "cgrt_mla_split_t64_row1", 23)) {
+    p->deep_smem = CGRT_MLA_T64_SMEM;
+    if (p->deep_rows > 1) p->deep_rows = 1; /* the row1 kernels take steps of one row */
+  } else {
+    p->deep_smem = CGRT_MLA_M16_DEEP_SMEM;
+  }
   if (p->noop == 1) split_name = "cgrt_mla_noop_split";
   p->split_name = split_name;
   if ((st = cgrt__runtime_function(rt, "cgrt_mla_schedule", &p->f_sched)) ||
@@ -250,15 +271,14 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
       (st = cgrt__runtime_function(rt, p->noop ? "cgrt_mla_noop_combine"
                                                : p->nospec ? "cgrt_mla_combine_nospec" : "cgrt_mla_combine",
                                    &p->f_comb)) ||
-      (p->deep_rows && (st = cgrt__runtime_function(rt, p->pdl == 2 ? "cgrt_mla_split_m16_deep_early"
-                                                                    : "cgrt_mla_split_m16_deep", &p->f_deep)))) {
+      (p->deep_rows && (st = cgrt__runtime_function(rt, p->deep_name, &p->f_deep)))) {
     cgrt__error_prefix("cgrt_mla_plan_create");
     goto fail;
   }
   if (p->deep_rows) {
     st = CGRT__CU(rt->drv, cuFuncSetAttribute,
-                  (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CGRT_MLA_M16_DEEP_SMEM),
-                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the deep split kernel's shared memory");
+                  (p->f_deep, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, p->deep_smem),
+                  CGRT_ERROR_DRIVER, "cgrt_mla_plan_create: raising the one-row split kernel's shared memory");
     if (st) goto fail;
   }
   st = CGRT__CU(rt->drv, cuFuncSetAttribute,
@@ -335,7 +355,9 @@ static void destroy_child(void *obj) { cgrt_mla_plan_destroy((cgrt_mla_plan *)ob
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *info) {
   if (!cgrt__handle_live(p, CGRT__HANDLE_MLA_PLAN))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_plan_get_info: plan is NULL or destroyed");
-  if (!info || info->size < sizeof *info)
+  /* The struct grows at its end: a caller built against an older header (the first one
+   * ended at split_kernel) gets the fields it knows. */
+  if (!info || info->size < offsetof(cgrt_mla_plan_info, split_kernel) + sizeof info->split_kernel)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_get_info: info is NULL or info->size is too small");
   info->max_rows = p->max_rows;
@@ -348,7 +370,9 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->workspace_bytes = p->workspace_bytes;
   info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
   info->fixed_split_bytes = p->fixed_split_bytes;
-  info->split_kernel = p->split_name; /* of a full step (steps of one row: see deep_rows) */
+  info->split_kernel = p->split_name;
+  if (info->size >= offsetof(cgrt_mla_plan_info, one_row_kernel) + sizeof info->one_row_kernel)
+    info->one_row_kernel = p->deep_rows ? p->deep_name : p->split_name;
   return CGRT_SUCCESS;
 }
 
@@ -444,7 +468,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)p->s.threads;
   cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = (unsigned)(deep ? CGRT_MLA_M16_DEEP_SMEM : p->s.smem);
+  cfg.sharedMemBytes = (unsigned)(deep ? p->deep_smem : p->s.smem);
   cfg.hStream = stream;
   cfg.attrs = p->pdl ? &attr : NULL;
   cfg.numAttrs = p->pdl ? 1 : 0;

@@ -42,7 +42,7 @@ static cgrt_runtime *rt;
 static void set_envs(const char *envs) {
   for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
                         "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ"}) unsetenv(k);
+                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ", "CGRT_MLA_ONEROW"}) unsetenv(k);
   if (!envs) return;
   std::string e(envs);
   size_t pos = 0;
@@ -423,6 +423,18 @@ int main(int argc, char **argv) {
           // programmatic_launch 2 of the previous default (schedule before the PDL wait).
           vs.push_back({"m16_pdl2", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_PDL=2", nullptr, {}, {}});
         }
+      }
+      // Tenth pass (seventh session): one-row steps on cgrt_mla_split_t64_row1 (default)
+      // against the previous one-row kernel (deep), with programmatic launch 1 and 2, two
+      // S accumulator chains (s2), and each split kernel alone (nocomb).
+      if (heads <= 32 && batch == 1) {
+        vs.push_back({"row1_pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
+        vs.push_back({"row1_s2", W, "CGRT_MLA_ONEROW=s2", nullptr, {}, {}});
+        vs.push_back({"row1_nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
+        vs.push_back({"deep1", W, "CGRT_MLA_ONEROW=deep", nullptr, {}, {}});
+        vs.push_back({"deep1_pdl", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_PDL=1", nullptr, {}, {}});
+        vs.push_back({"deep1_pdl2", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_PDL=2", nullptr, {}, {}});
+        vs.push_back({"deep1_nocomb", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
       }
       for (V &v : vs) v.plan = new_plan(v.cb, v.envs, nullptr);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and

@@ -109,6 +109,9 @@ typedef struct cgrt_mla_plan_info {
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
                               * "cgrt_mla_split_t64" or "cgrt_mla_split_m64_wgmma" (static
                               * string) */
+  const char *one_row_kernel; /* the split kernel of steps of one row (static string):
+                               * "cgrt_mla_split_t64_row1" on the 16-head path with the
+                               * workspace combine, else split_kernel */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the
@@ -139,7 +142,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *optio
  * (it makes no driver call). */
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan);
 
-/* Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL, destroyed or foreign plan;
+/* Fills the fields of *info that info->size covers (the struct grows at its end; a size
+ * that stops before split_kernel's end is too small).
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL, destroyed or foreign plan;
  * never dereferenced); CGRT_ERROR_INVALID_ARGUMENT (NULL info or info->size too small).
  * Thread-safe. */
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *plan, cgrt_mla_plan_info *info);

@@ -127,6 +127,75 @@ TEST_F(MlaT64, CombineLaunchVariants) {
   }
 }
 
+// Steps of one row run cgrt_mla_split_t64_row1 (workspace combine): CTA p of P takes the
+// 64-token tiles p, p + P, ..., its first four tiles' block-table entries read with
+// seq_len. P is 132 (16 heads) or 66 (32 heads: two head groups) on 132 SMs (the
+// emulation reports 132), so the lengths cover: padding, one tile, a partial last
+// tile, fewer tiles than CTAs, tiles past the first stride, and more than four tiles
+// per CTA (the entries read in the loop), on every page size; the counters strategy
+// keeps cgrt_mla_split_t64 for one row.
+class MlaT64Row1 : public SplitHarness {
+ protected:
+  void SetUp() override { start("t64", "cgrt_mla_split_t64"); }
+  void check_plan(cgrt_mla_plan *plan) override {
+    SplitHarness::check_plan(plan);
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
+    ASSERT_NE(info.one_row_kernel, nullptr);
+    EXPECT_EQ(std::string(info.one_row_kernel),
+              info.counter_bytes ? "cgrt_mla_split_t64" : expect_one_row_);
+  }
+  std::string expect_one_row_ = "cgrt_mla_split_t64_row1";
+};
+
+TEST_F(MlaT64Row1, InterleavedTiles) {
+  struct L {
+    int heads, page_size;
+    std::vector<int> lens;
+  };
+  const std::vector<L> cases = {
+      {16, 64, {0, 1, 63, 64, 65, 200, 8447, 8448, 8449, 17000}},
+      {16, 16, {1, 129, 8449, 25400}},
+      {32, 32, {0, 65, 4224, 4225, 17000}},  // 4224 = 64 x 66: 5 tiles for CTA 0 at 17000
+      {8, 64, {100, 9000}},
+      {24, 16, {7, 3000}},  // generic path: two groups of 16, the second half masked
+  };
+  for (const L &l : cases)
+    for (int len : l.lens)
+      for (cgrt_mla_combine cb : kBoth) {
+        Case c;
+        c.reqs = 1;
+        c.heads = l.heads;
+        c.page_size = l.page_size;
+        c.lens = {len};
+        c.combine = cb;
+        check(c, "one row of " + std::to_string(len) + ", " + std::to_string(l.heads) + " heads, page size " +
+                     std::to_string(l.page_size) + (cb ? " counters" : " workspace"));
+      }
+}
+
+// Without the fused schedule (CGRT_MLA_FUSE=0) the kernel reads the length from the
+// metadata of the schedule kernel; with programmatic_launch 2 one-row steps take the
+// deep kernel's early form.
+TEST_F(MlaT64Row1, ScheduleKernelAndEarlyForm) {
+  {
+    ScopedEnv e("CGRT_MLA_FUSE", "0");
+    Case c;
+    c.reqs = 1;
+    c.lens = {9000};
+    c.launches = 3;
+    check(c, "schedule kernel");
+  }
+  expect_one_row_ = "cgrt_mla_split_m16_deep_early";
+  Case c;
+  c.reqs = 1;
+  c.lens = {9000};
+  c.programmatic_launch = 2;
+  c.launches = 3;
+  check(c, "programmatic_launch 2");
+}
+
 TEST_F(MlaT64, KvCachePast2To31Elements) {
   if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
   for (cgrt_mla_combine cb : kBoth) {
@@ -136,6 +205,9 @@ TEST_F(MlaT64, KvCachePast2To31Elements) {
     c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
     c.combine = cb;
     check(c, "64-bit offsets");
+    c.reqs = 1;  // the one-row kernel
+    c.lens = {20000};
+    check(c, "64-bit offsets, one row");
   }
 }
 
