@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
   bool prof = false;
   std::string prof_split = "prof";
   std::vector<std::array<int, 3>> only;  // --shape b,h,ctx (repeatable): these shapes only
+  std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
@@ -84,6 +85,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--prof")) prof = true;
     else if (!strcmp(argv[i], "--prof-split") && i + 1 < argc) prof_split = argv[++i];
+    else if (!strcmp(argv[i], "--variants") && i + 1 < argc) keep = "," + std::string(argv[++i]) + ",";
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::array<int, 3> sh{};
       if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
@@ -436,6 +438,10 @@ int main(int argc, char **argv) {
         vs.push_back({"deep1_pdl2", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_PDL=2", nullptr, {}, {}});
         vs.push_back({"deep1_nocomb", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
       }
+      if (!keep.empty())
+        vs.erase(std::remove_if(vs.begin() + 1, vs.end(),
+                                [&](const V &v) { return keep.find("," + std::string(v.name) + ",") == std::string::npos; }),
+                 vs.end());
       for (V &v : vs) v.plan = new_plan(v.cb, v.envs, nullptr);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and
       // may differ in split count, so a later plan could still grow (and move) a lane's
