@@ -57,8 +57,8 @@
  * default since the sixth session: H200 -4.5..-19% against "auto" at 4 to 128 rows,
  * bench/mla_decode/NOTES.md ninth pass), "auto" = cgrt_mla_split_m16_auto (the default
  * of the third to fifth sessions), "s16" = cgrt_mla_split_m16, "ts32", "s3", "deep";
- * CGRT_MLA_SPLIT overrides. Steps of one row run cgrt_mla_split_m16_deep under both
- * t64 and auto (CGRT_MLA_DEFAULT_DEEP_ROWS). */
+ * CGRT_MLA_SPLIT overrides. Steps of one row run the one-row kernel
+ * (CGRT_MLA_DEFAULT_DEEP_ROWS, CGRT_MLA_DEFAULT_ONEROW). */
 #ifndef CGRT_MLA_DEFAULT_M16_SPLIT
 #define CGRT_MLA_DEFAULT_M16_SPLIT "t64"
 #endif
@@ -79,11 +79,13 @@
 #ifndef CGRT_MLA_DEFAULT_ALIGN
 #define CGRT_MLA_DEFAULT_ALIGN 1
 #endif
-/* Steps of <= n rows (CGRT_MLA_DEEP_ROWS=n overrides) run cgrt_mla_split_m16_deep (one
- * CTA per SM, three 32-token stages in flight) with ranges of >= CGRT_MLA_MIN_TILES_DEEP
- * tiles, where the plan's kernel is the default 16-head one and the combine strategy the
- * workspace: on the H200 -6.8% at (1,16,8192) in graph, +3.5% at batch 4 and +13% at
- * batch 32 (seventh pass, bench/mla_decode/NOTES.md). */
+/* Steps of <= n rows (CGRT_MLA_DEEP_ROWS=n overrides; cgrt_mla_split_t64_row1 takes
+ * n = 1 only) run a one-CTA-per-SM kernel with ranges of >= CGRT_MLA_MIN_TILES_DEEP
+ * tiles and the workspace combine, where the plan's kernel is a default 16-head one:
+ * under t64 the kernel of CGRT_MLA_DEFAULT_ONEROW (row1: H200 10.7-10.9 against 12.7 us
+ * for deep at (1,16,8192) in graph, tenth pass), under auto cgrt_mla_split_m16_deep
+ * (three 32-token stages in flight: -6.8% at (1,16,8192), +3.5% at batch 4 and +13% at
+ * batch 32; seventh pass, bench/mla_decode/NOTES.md). */
 #ifndef CGRT_MLA_DEFAULT_DEEP_ROWS
 #define CGRT_MLA_DEFAULT_DEEP_ROWS 1
 #endif

@@ -21,7 +21,9 @@ struct cgrt_mla_plan {
   const char *split_name; /* the split kernel chosen (static string) */
   cgrt_runtime *rt;
   cgrt_mla_options o;
-  int max_rows, q_heads, cap, min_tiles;
+  int max_rows, q_heads, cap;
+  int min_tiles_ws, min_tiles_cnt; /* fewest tiles per range: workspace / counters merges */
+  int counters_min_rows; /* steps of >= this many rows merge through counters (0: never) */
   cgrt__mla_shape s;
   CUfunction f_sched, f_split, f_comb;
   cgrt_tensor_desc descs[3]; /* partial outputs, partial LSEs, metadata */
@@ -50,7 +52,7 @@ void cgrt_mla_options_init(cgrt_mla_options *o) {
   o->block_len = 1;
   o->dcp_world_size = 1;
   o->page_size = 64;
-  o->combine = CGRT_MLA_COMBINE_WORKSPACE;
+  o->combine = CGRT_MLA_COMBINE_AUTO;
   o->lane = CGRT_LANE_TARGET;
 }
 
@@ -96,7 +98,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   if (o.page_size != 16 && o.page_size != 32 && o.page_size != 64)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_create: page_size %d is not 16, 32 or 64", o.page_size);
-  if (o.combine != CGRT_MLA_COMBINE_WORKSPACE && o.combine != CGRT_MLA_COMBINE_COUNTERS)
+  if (o.combine != CGRT_MLA_COMBINE_WORKSPACE && o.combine != CGRT_MLA_COMBINE_COUNTERS &&
+      o.combine != CGRT_MLA_COMBINE_AUTO)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: unknown combine %d",
                       (int)o.combine);
   if (o.programmatic_launch < 0 || o.programmatic_launch > 2)
@@ -129,8 +132,8 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (cap > o.max_model_len) cap = o.max_model_len;
     p->cap = (int)cap;
   }
-  p->min_tiles = o.combine == CGRT_MLA_COMBINE_COUNTERS ? CGRT_MLA_MIN_TILES_COUNTERS
-                                                        : CGRT_MLA_MIN_TILES_WORKSPACE;
+  p->min_tiles_ws = CGRT_MLA_MIN_TILES_WORKSPACE;
+  p->min_tiles_cnt = CGRT_MLA_MIN_TILES_COUNTERS;
   cgrt__mla_choose(p->q_heads, rt->sm_count, &p->s);
   if (!p->s.fast)
     cgrt__log(CGRT_LOG_WARN,
@@ -217,7 +220,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     e = getenv("CGRT_MLA_FUSE");
     p->fuse = !(e && !strcmp(e, "0"));
     e = getenv("CGRT_MLA_MIN_TILES"); /* fewest 32-token tiles per range */
-    if (e && atoi(e) > 0) p->min_tiles = atoi(e);
+    if (e && atoi(e) > 0) p->min_tiles_ws = p->min_tiles_cnt = atoi(e);
     e = getenv("CGRT_MLA_ALIGN"); /* 0 | 1: ranges in use rounded down to a multiple of rows */
     p->align = e && *e ? !strcmp(e, "1") : CGRT_MLA_DEFAULT_ALIGN;
     e = getenv("CGRT_MLA_NOOP"); /* 1: timing floor (kernels that do nothing); 2: combine only */
@@ -250,14 +253,24 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   {
     static const char *const with_onerow[] = {"cgrt_mla_split_m16_auto", "cgrt_mla_split_t64",
                                               "cgrt_mla_split_t64_prof", NULL};
-    if (!name_in(split_name, with_onerow) || o.combine != CGRT_MLA_COMBINE_WORKSPACE || p->noop == 1)
+    if (!name_in(split_name, with_onerow) || o.combine == CGRT_MLA_COMBINE_COUNTERS || p->noop == 1)
       p->deep_rows = 0;
+  }
+  /* AUTO: counters once the merging CTA reads <= CGRT_MLA_AUTO_MERGE_BYTES of partials,
+   * about splits / rows partials of heads-per-CTA x 2 KiB each. */
+  if (o.combine == CGRT_MLA_COMBINE_AUTO) {
+    const long long b = (long long)p->s.parts * p->s.hg * (CGRT_MLA_DV * 4);
+    p->counters_min_rows = (int)((b + CGRT_MLA_AUTO_MERGE_BYTES - 1) / CGRT_MLA_AUTO_MERGE_BYTES);
+    if (p->counters_min_rows < 1) p->counters_min_rows = 1;
+  } else {
+    p->counters_min_rows = o.combine == CGRT_MLA_COMBINE_COUNTERS ? 1 : 0;
   }
   p->deep_parts = cgrt__mla_parts(rt->sm_count, 1, p->s.groups);
   /* programmatic_launch 2: the kernels with the early schedule where they exist (the
-   * one-row kernel: the deep one's). */
+   * mma.sync kernels of auto and deep; the t64 kernels treat 2 as 1: H200, one row of
+   * 16 heads x 8192 tokens, row1 10.8 us with 0 or 1, the deep kernel's early form 11.5). */
   if (p->pdl == 2 && !strcmp(split_name, "cgrt_mla_split_m16_auto")) split_name = "cgrt_mla_split_m16_auto_early";
-  if (p->pdl == 2 && strcmp(p->deep_name, "cgrt_mla_split_t64_row1_prof")) p->deep_name = "cgrt_mla_split_m16_deep_early";
+  if (p->pdl == 2 && !strcmp(p->deep_name, "cgrt_mla_split_m16_deep")) p->deep_name = "cgrt_mla_split_m16_deep_early";
   if (!strncmp(p->deep_name, "cgrt_mla_split_t64_row1", 23)) {
     p->deep_smem = CGRT_MLA_T64_SMEM;
     if (p->deep_rows > 1) p->deep_rows = 1; /* the row1 kernels take steps of one row */
@@ -317,7 +330,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     if (splits > (size_t)(2 * rt->sm_count)) splits = (size_t)(2 * rt->sm_count);
     p->fixed_split_bytes = (size_t)p->max_rows * p->q_heads * splits * (CGRT_MLA_DV + 1) * 4;
   }
-  if (o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+  if (o.combine != CGRT_MLA_COMBINE_WORKSPACE) {
     /* Counter r * groups + g of row r, head group g; one block of max_rows * q_heads
      * counters per lane so that lanes on different streams never share a counter. */
     p->counter_offset = (size_t)o.lane * p->max_rows * p->q_heads;
@@ -368,11 +381,13 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->head_groups = p->s.groups;
   info->splits = p->s.parts;
   info->workspace_bytes = p->workspace_bytes;
-  info->counter_bytes = p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? p->counter_bytes : 0;
+  info->counter_bytes = p->o.combine != CGRT_MLA_COMBINE_WORKSPACE ? p->counter_bytes : 0;
   info->fixed_split_bytes = p->fixed_split_bytes;
   info->split_kernel = p->split_name;
   if (info->size >= offsetof(cgrt_mla_plan_info, one_row_kernel) + sizeof info->one_row_kernel)
     info->one_row_kernel = p->deep_rows ? p->deep_name : p->split_name;
+  if (info->size >= offsetof(cgrt_mla_plan_info, counters_min_rows) + sizeof info->counters_min_rows)
+    info->counters_min_rows = p->counters_min_rows;
   return CGRT_SUCCESS;
 }
 
@@ -412,8 +427,12 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     cgrt__error_prefix("cgrt_mla_decode");
     return st;
   }
+  /* Steps of <= deep_rows rows: one CTA per SM, ranges of >= CGRT_MLA_MIN_TILES_DEEP tiles,
+   * the workspace combine. */
+  const int deep = p->deep_rows > 0 && a->num_rows <= p->deep_rows;
+  const int use_counters = !deep && p->counters_min_rows > 0 && a->num_rows >= p->counters_min_rows;
   CUdeviceptr counters = 0;
-  if (p->o.combine == CGRT_MLA_COMBINE_COUNTERS) {
+  if (use_counters) {
     size_t bytes = 0;
     st = cgrt_counters_get(rt, &counters, &bytes);
     if (st) {
@@ -427,10 +446,8 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     counters += p->counter_offset * sizeof(unsigned);
   }
 
-  /* Steps of <= deep_rows rows: one CTA per SM, ranges of >= CGRT_MLA_MIN_TILES_DEEP tiles. */
-  const int deep = p->deep_rows > 0 && a->num_rows <= p->deep_rows;
   int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = deep ? p->deep_parts : p->s.parts;
-  int min_tiles = deep ? CGRT_MLA_MIN_TILES_DEEP : p->min_tiles;
+  int min_tiles = deep ? CGRT_MLA_MIN_TILES_DEEP : use_counters ? p->min_tiles_cnt : p->min_tiles_ws;
   min_tiles = p->align ? -min_tiles : min_tiles;
   int qh = p->q_heads, hg = p->s.hg, mbps = p->o.max_blocks_per_seq;
   int ps = p->o.page_size, alt_max = p->alt_max;
@@ -475,7 +492,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   r = drv->cuLaunchKernelEx(&cfg, deep ? p->f_deep : p->f_split, split_args, NULL);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: split kernel");
 
-  if (p->o.combine == CGRT_MLA_COMBINE_WORKSPACE) {
+  if (!use_counters) {
     /* Grid (q_heads, rows, nz): nz column slices per (row, head) so that short batches,
      * whose few rows carry many partials, still spread over the SMs. Past 256 (row, head)
      * pairs one slice: with cgrt_mla_split_t64 (4 partials per row at 32 x 16) nz 1 was

@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 QUICK=${QUICK:-0}
 AB=--ab
 [ "$QUICK" = 1 ] && AB=
-timeout 240 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
+timeout 300 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
 echo "mla_decode_bench rc=$?" >> "$O/mla_bench.log"
 if [ "$QUICK" != 1 ]; then
   timeout 90 "$B/replay_latency" > "$O/replay_cgrt.json" 2> "$O/replay.log"
@@ -70,12 +70,13 @@ run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no 
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_t64 300 compute-sanitizer --tool racecheck "$B/mla_t64_test" \
-  --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows
+  --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows:MlaT64Row1.ScheduleKernelAndProgrammaticLaunch
 run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_t64_test" --gtest_filter=-*2To31*
 # The default 16-head kernel (cgrt_mla_split_t64 since the sixth session) on mla_test.
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.AlignedAndUnalignedRanges
-# One-row steps: the one-row split kernel and the combine's 64-column slices (nz 8).
+# One-row steps: the one-row split kernel (cgrt_mla_split_t64_row1) and the combine's
+# 64-column slices (nz 8).
 [ "$QUICK" != 1 ] && run racecheck_one_row 420 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.SingleRowSteps
 wait

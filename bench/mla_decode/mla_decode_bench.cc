@@ -2,7 +2,10 @@
 // (schedule + split [+ combine] kernels) measured with CUDA events, eager and as a
 // replayed CUDA graph, the effective KV bandwidth (KV bytes read / time) and TFLOP/s
 // (2 x heads x context x (576 + 512) per row), next to the device-to-device copy
-// bandwidth measured in the same run. JSON to stdout and to --out.
+// bandwidth measured in the same run. JSON to stdout and to --out. Strategies: auto (the
+// options' default; "auto:cnt" / "auto:ws" says which one the step count takes),
+// workspace, counters. In the A/B (--ab) "default" is the workspace strategy with the
+// default knobs, and the variants change one knob each.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -304,7 +307,11 @@ int main(int argc, char **argv) {
       // The same per call in a graph of `layers` calls (no launch latency); 0 without --layers.
       const double tbps_l = us_l > 0 ? kv_bytes / (us_l * 1e-6) / 1e12 : 0;
       const double tflops_l = us_l > 0 ? tflops * us_g / us_l : 0;
-      const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters" : "workspace";
+      // AUTO (the default): which strategy this step count takes (one-row steps: workspace).
+      const bool auto_cnt = pi.counters_min_rows > 0 && batch >= pi.counters_min_rows && batch > 1;
+      const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters"
+                          : cb == CGRT_MLA_COMBINE_AUTO   ? (auto_cnt ? "auto:cnt" : "auto:ws")
+                                                          : "workspace";
       printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us in-graph(x%d) %8.2f us  "
              "%.3f TB/s (%3.0f%% of copy)  %6.1f TFLOP/s  per call in graph %.3f TB/s %6.1f TFLOP/s  splits %3d  "
              "workspace %.1f MiB (fixed split: %.1f MiB)\n",
@@ -360,7 +367,7 @@ int main(int argc, char **argv) {
       d->cuGraphExecDestroy(x);
       cgrt_mla_plan_destroy(plan);
     }
-    for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
+    for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_AUTO, CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
       measure(cb, "default", nullptr);
     if (ab) {
       // Interleaved A/B: every variant's plan and graphs first, then rounds that replay

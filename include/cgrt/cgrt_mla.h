@@ -15,11 +15,13 @@
  *   2. the split kernel (tensor cores, cp.async pipeline), one CTA per (head group,
  *      range), persistent over its range's rows: up to 16 query heads per CTA on sm_90a
  *      wgmma with the 64 tokens of a KV tile as the matrix rows (cgrt_mla_split_t64;
- *      steps of one row: cgrt_mla_split_m16_deep), 64 heads per CTA on wgmma with the
- *      heads as the rows (cgrt_mla_split_m64_wgmma);
+ *      steps of one row: cgrt_mla_split_t64_row1, whose CTA p takes the 64-token tiles
+ *      p, p + P, ...), 64 heads per CTA on wgmma with the heads as the rows
+ *      (cgrt_mla_split_m64_wgmma);
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
  *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
- *      counted in the runtime's counter buffer and resetting its counter to 0.
+ *      counted in the runtime's counter buffer and resetting its counter to 0. AUTO (the
+ *      default) picks one of the two per step from its row count.
  * Nothing depends on host values of seq_lens, nothing is allocated, sized or zeroed per
  * step, so the sequence can be captured into a CUDA graph once per batch bucket.
  *
@@ -42,16 +44,27 @@ typedef struct cgrt_mla_plan cgrt_mla_plan;
 
 typedef enum cgrt_mla_combine {
   /* Split kernel writes partials to the workspace; a separate combine kernel merges.
-   * The default: fastest for short batches (one row of 16 heads x 8192 tokens on the
-   * H200: 12.4 us against 24.8 us with COUNTERS). */
+   * Fastest for short batches (one row of 16 heads x 8192 tokens on the H200: 10.8 us
+   * against 24.2 us with COUNTERS). */
   CGRT_MLA_COMBINE_WORKSPACE = 0,
   /* One split kernel; the last CTA per (row, head group), counted by a self-resetting
-   * atomic counter in the runtime's counter buffer, merges. No memset node. Faster for
-   * memory-bound batches of >= 32 rows (H200, 16 heads x 8192 tokens: 3.69 against 3.60
-   * TB/s at 32 rows, 4.03 against 3.87 at 128), slower for a few long rows (one CTA
+   * atomic counter in the runtime's counter buffer, merges. No memset node. Faster once
+   * a row has few partials (H200, 16 heads x 8192 tokens: 3.69-3.71 against 3.60-3.63
+   * TB/s at 32 rows, 4.04 against 3.88 at 128), slower for a few long rows (one CTA
    * merges all of a row's partials). */
-  CGRT_MLA_COMBINE_COUNTERS = 1
+  CGRT_MLA_COMBINE_COUNTERS = 1,
+  /* The default: per step (so per captured bucket), COUNTERS where the merging CTA
+   * reads at most CGRT_MLA_AUTO_MERGE_BYTES of partials (splits x heads per CTA x 2 KiB
+   * / rows; cgrt_mla_plan_info.counters_min_rows says from how many rows), else
+   * WORKSPACE. Reserves what both need. H200 crossover (bench/mla_decode/NOTES.md,
+   * tenth pass): 16 heads between 8 and 16 rows, 32 heads between 4 and 8, 128 heads
+   * between 16 and 32. */
+  CGRT_MLA_COMBINE_AUTO = 2
 } cgrt_mla_combine;
+
+/* CGRT_MLA_COMBINE_AUTO takes COUNTERS up to this many partial bytes per (row, head
+ * group) to merge in one CTA. */
+#define CGRT_MLA_AUTO_MERGE_BYTES (320 * 1024)
 
 typedef struct cgrt_mla_options {
   size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow (a smaller size
@@ -66,28 +79,30 @@ typedef struct cgrt_mla_options {
   int max_model_len;      /* longest context (>= 1); seq_lens are clamped to
                            * min(max_model_len, max_blocks_per_seq * page_size) */
   int max_blocks_per_seq; /* columns of the block table; 0 = ceil(max_model_len / page_size) */
-  cgrt_mla_combine combine; /* default CGRT_MLA_COMBINE_WORKSPACE */
+  cgrt_mla_combine combine; /* default CGRT_MLA_COMBINE_AUTO */
   int lane;               /* workspace lane (0..CGRT_MAX_LANES-1) of the partials and of
                            * the plan's counters; default CGRT_LANE_TARGET */
   int programmatic_launch; /* 0 (default): plain launches. 1: split and combine are
                            * launched with programmatic dependent launch: their CTAs may
                            * start while the kernel before them in the stream runs, and
                            * wait on the device before they read or write anything.
-                           * 2: as 1, and for steps of one row (16-head path) the split
-                           * kernel also reads seq_lens and block_table before that
-                           * wait, so its schedule overlaps the kernel before it. With 2
+                           * 2: as 1, and split kernels that have an early-schedule form
+                           * also read seq_lens and block_table before that wait, so
+                           * that their schedule overlaps the kernel before it. With 2
                            * the host guarantees that the kernel launched right before
                            * cgrt_mla_decode in the stream does not write seq_lens or
                            * block_table (another layer's attention or a projection does
-                           * not; a metadata kernel does). Steps of more rows and 64
-                           * heads per CTA have no early schedule and treat 2 as 1.
+                           * not; a metadata kernel does). Only the mma.sync kernels of
+                           * the CGRT_MLA_SPLIT=auto / ONEROW=deep knobs have that form;
+                           * the default kernels treat 2 as 1.
                            * H200, one row of 16 heads x 8192 tokens, per call in a
-                           * graph of 8 calls: 12.4 us with 0, 12.2 with 1, 11.8 with 2;
-                           * at 32+ rows 1 and 2 gain nothing (+0.4..+1.5%)
-                           * (bench/mla_decode/NOTES.md, ninth pass). */
+                           * graph of 8 calls: 10.7-10.9 us with 0, 1 or 2 (the previous
+                           * one-row kernel: 12.7 with 0, 11.5 with its early form); at
+                           * 32+ rows 1 and 2 gain nothing (+0.4..+1.5%)
+                           * (bench/mla_decode/NOTES.md, ninth and tenth passes). */
 } cgrt_mla_options;
 
-/* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine WORKSPACE, lane 0, size
+/* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine AUTO, lane 0, size
  * set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
  * 0 and must be set. Thread-safe. */
 void cgrt_mla_options_init(cgrt_mla_options *options);
@@ -112,6 +127,11 @@ typedef struct cgrt_mla_plan_info {
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
                                * "cgrt_mla_split_t64_row1" on the 16-head path with the
                                * workspace combine, else split_kernel */
+  int counters_min_rows;      /* steps of at least this many rows merge through counters:
+                               * 1 for COUNTERS, 0 (never) for WORKSPACE; for AUTO
+                               * ceil(splits x heads_per_cta x 2 KiB /
+                               * CGRT_MLA_AUTO_MERGE_BYTES), steps of one row excepted
+                               * where one_row_kernel differs from split_kernel */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the
@@ -166,7 +186,8 @@ typedef struct cgrt_mla_args {
   float softmax_scale;     /* applied to q . k; finite and > 0 */
 } cgrt_mla_args;
 
-/* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE; with
+/* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE, AUTO
+ * either per num_rows; with
  * options.programmatic_launch 1 or 2 the split and combine kernels are launched with
  * programmatic dependent launch, see there). Steps of one row take a one-CTA-per-SM split
  * kernel on the 16-head path (the split kernel is fixed per num_rows, so per bucket). Fixed

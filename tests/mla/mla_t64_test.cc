@@ -176,24 +176,27 @@ TEST_F(MlaT64Row1, InterleavedTiles) {
 }
 
 // Without the fused schedule (CGRT_MLA_FUSE=0) the kernel reads the length from the
-// metadata of the schedule kernel; with programmatic_launch 2 one-row steps take the
-// deep kernel's early form.
-TEST_F(MlaT64Row1, ScheduleKernelAndEarlyForm) {
-  {
-    ScopedEnv e("CGRT_MLA_FUSE", "0");
-    Case c;
-    c.reqs = 1;
-    c.lens = {9000};
-    c.launches = 3;
-    check(c, "schedule kernel");
-  }
-  expect_one_row_ = "cgrt_mla_split_m16_deep_early";
+// metadata of the schedule kernel; programmatic_launch 1 and 2 keep it (2 acts as 1);
+// the previous one-row kernel (CGRT_MLA_ONEROW=deep) takes its early form under 2.
+TEST_F(MlaT64Row1, ScheduleKernelAndProgrammaticLaunch) {
   Case c;
   c.reqs = 1;
   c.lens = {9000};
-  c.programmatic_launch = 2;
   c.launches = 3;
-  check(c, "programmatic_launch 2");
+  {
+    ScopedEnv e("CGRT_MLA_FUSE", "0");
+    check(c, "schedule kernel");
+  }
+  for (int pl : {1, 2}) {
+    c.programmatic_launch = pl;
+    check(c, "programmatic_launch " + std::to_string(pl));
+  }
+  ScopedEnv e("CGRT_MLA_ONEROW", "deep");
+  expect_one_row_ = "cgrt_mla_split_m16_deep_early";
+  check(c, "deep, programmatic_launch 2");
+  c.programmatic_launch = 0;
+  expect_one_row_ = "cgrt_mla_split_m16_deep";
+  check(c, "deep");
 }
 
 TEST_F(MlaT64, KvCachePast2To31Elements) {

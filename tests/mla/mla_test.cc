@@ -54,8 +54,9 @@ TEST_F(Mla, MixedLengthsUpTo32768) {
   }
 }
 
-// Steps of one row run cgrt_mla_split_m16_deep (one CTA per SM, ranges of >= 2 tiles;
-// CGRT_MLA_DEFAULT_DEEP_ROWS) with the workspace combine: lengths from one token to one
+// Steps of one row run the one-row kernel (cgrt_mla_split_t64_row1 under the t64
+// default, cgrt_mla_split_m16_deep under CGRT_MLA_SPLIT=auto; one CTA per SM) with the
+// workspace combine, or the plan's split kernel with counters: lengths from one token to one
 // tile past a range, a padding row, 8 / 16 / 32 heads, every page size.
 TEST_F(Mla, SingleRowSteps) {
   std::vector<int> lens = {1, 31, 33, 700, 0, emulated_ ? 2000 : 8192};
@@ -75,9 +76,10 @@ TEST_F(Mla, SingleRowSteps) {
       }
 }
 
-// programmatic_launch 1 (wait at the top) and 2 (schedule before the wait, 16-head
-// kernels; 64-head CTAs treat 2 as 1): the same results, back-to-back launches on one
-// stream (each launch's split may start while the previous launch's combine runs).
+// programmatic_launch 1 (wait at the top) and 2 (schedule before the wait in the
+// mma.sync kernels of CGRT_MLA_SPLIT=auto; the default kernels treat 2 as 1): the same
+// results, back-to-back launches on one stream (each launch's split may start while the
+// previous launch's combine runs).
 TEST_F(Mla, ProgrammaticLaunch) {
   std::mt19937 rng(11);
   for (int pl : {1, 2})
@@ -288,6 +290,58 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   CGRT_ASSERT_OK(cgrt_runtime_get_info(rt_, &ri));
   if (ri.sm_count == 132) EXPECT_NEAR(info.fixed_split_bytes / 1073741824.0, 2.07, 0.01);
   cgrt_mla_plan_destroy(p);
+}
+
+// CGRT_MLA_COMBINE_AUTO (the default): per step, counters from counters_min_rows rows
+// (the merging CTA reads <= CGRT_MLA_AUTO_MERGE_BYTES: splits x heads per CTA x 2 KiB /
+// rows), the workspace below; the plan reserves both. On either side of the threshold
+// the step matches the reference and leaves the counters at zero.
+TEST_F(Mla, AutoCombinePicksPerStep) {
+  cgrt_mla_options d;
+  cgrt_mla_options_init(&d);
+  EXPECT_EQ(d.combine, CGRT_MLA_COMBINE_AUTO);
+  cgrt_runtime_info ri{};
+  ri.size = sizeof ri;
+  CGRT_ASSERT_OK(cgrt_runtime_get_info(rt_, &ri));
+  for (int heads : {8, 16, 32, 128}) {
+    cgrt_mla_options o = d;
+    o.max_num_seqs = 64;
+    o.heads = heads;
+    o.max_model_len = 4096;
+    cgrt_mla_plan *p = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    const long long merge = (long long)info.splits * info.heads_per_cta * 512 * 4;
+    EXPECT_EQ(info.counters_min_rows,
+              (int)std::max(1LL, (merge + CGRT_MLA_AUTO_MERGE_BYTES - 1) / CGRT_MLA_AUTO_MERGE_BYTES))
+        << heads;
+    EXPECT_GT(info.counter_bytes, 0u) << heads;
+    // On 132 SMs (the H200; the emulation reports 132): 16 heads split 132 ways, 128
+    // heads 66 ways in groups of 64.
+    if (ri.sm_count == 132 && heads == 16) EXPECT_EQ(info.counters_min_rows, 14);
+    if (ri.sm_count == 132 && heads == 128) EXPECT_EQ(info.counters_min_rows, 27);
+    cgrt_mla_plan_destroy(p);
+    for (cgrt_mla_combine cb : kBoth) {
+      o.combine = cb;
+      CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+      CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+      EXPECT_EQ(info.counters_min_rows, cb == CGRT_MLA_COMBINE_COUNTERS ? 1 : 0);
+      EXPECT_EQ(info.counter_bytes > 0, cb == CGRT_MLA_COMBINE_COUNTERS);
+      cgrt_mla_plan_destroy(p);
+    }
+  }
+  std::mt19937 rng(77);
+  for (int reqs : {1, 4, 14, 20}) {  // 16 heads: workspace below 14 rows, counters from 14
+    Case c;
+    c.reqs = reqs;
+    c.combine = CGRT_MLA_COMBINE_AUTO;
+    c.page_size = 32;
+    c.launches = 3;
+    c.lens = mixed(reqs, emulated_ ? 300 : 5000, rng, reqs > 1);
+    check(c, "auto, " + std::to_string(reqs) + " rows");
+  }
 }
 
 TEST_F(Mla, BadArguments) {
