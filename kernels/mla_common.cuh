@@ -94,8 +94,7 @@
 #define CGRT_MLA_MIN_TILES_DEEP 2
 /* The one-row kernel under the t64 default (CGRT_MLA_ONEROW overrides): "row1" =
  * cgrt_mla_split_t64_row1 (kernels/mla_decode_t64.cu), "deep" = cgrt_mla_split_m16_deep
- * (the one-row kernel of the fourth to sixth sessions), "s2" = cgrt_mla_split_t64_row1_s2
- * (A/B). */
+ * (the one-row kernel of the fourth to sixth sessions). */
 #ifndef CGRT_MLA_DEFAULT_ONEROW
 #define CGRT_MLA_DEFAULT_ONEROW "row1"
 #endif

@@ -222,7 +222,7 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
   split_core(l, p, off, 1, 0);
 }
 
-/* cgrt_mla_split_t64_row1 (and _s2): steps of one row (rows == 1); CTA (g, p) takes the
+/* cgrt_mla_split_t64_row1: steps of one row (rows == 1); CTA (g, p) takes the
  * 64-token tiles p, p + P, ... of the row, partial p in slot p. With ranges of >= 2
  * 32-token tiles (CGRT_MLA_MIN_TILES_DEEP) the schedule's Pe is min(P, ceil(len / 64)),
  * exactly the CTAs that have a tile, so the metadata and the combine are the range
@@ -282,7 +282,6 @@ const cgrt__ref_kernel cgrt__ref_table_mla[] = {
     {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
     {"cgrt_mla_split_t64", 21, SPLIT_SIZES, split_ref}, /* kernels/mla_decode_t64.cu */
     {"cgrt_mla_split_t64_row1", 21, SPLIT_SIZES, split_row1_ref},
-    {"cgrt_mla_split_t64_row1_s2", 21, SPLIT_SIZES, split_row1_ref},
     {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
     {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
     {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},

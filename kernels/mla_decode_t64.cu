@@ -84,40 +84,6 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
   fence_regs(s);
 }
 
-// The same product on two accumulators (S2, A/B): column blocks 0, 2, .. into s, 1, 3, ..
-// into s2, so that two dependency chains run; t64_qk_wait2 waits and sums them into s.
-template <class KB>
-__device__ __forceinline__ void t64_qk_issue2(float (&s)[8], float (&s2)[8], KB kb, uint32_t q_s) {
-#if CGRT_WG_HAS_WGMMA
-  wg_fence();
-#pragma unroll
-  for (int cb = 0; cb < 9; cb++) {
-    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
-#pragma unroll
-    for (int k4 = 0; k4 < 4; k4++) {
-      if (cb & 1) wgmma_m64n16_kk(s2, da + 2 * k4, db + 2 * k4, cb + k4 > 1);
-      else wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
-    }
-  }
-  wg_commit();
-  fence_regs(s);
-  fence_regs(s2);
-#else
-  mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
-#pragma unroll
-  for (int i = 0; i < 8; i++) s2[i] = 0.f;
-#endif
-}
-__device__ __forceinline__ void t64_qk_wait2(float (&s)[8], float (&s2)[8]) {
-#if CGRT_WG_HAS_WGMMA
-  wg_wait<0>();
-#endif
-  fence_regs(s);
-  fence_regs(s2);
-#pragma unroll
-  for (int i = 0; i < 8; i++) s[i] += s2[i];
-}
-
 // O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
 // = column block i of the tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major).
 template <class KB>
@@ -191,9 +157,7 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 // CGRT_MLA_MIN_TILES_DEEP = 2), partial p in slot p, so the combine kernel and the
 // metadata are those of the range schedule. The C reference (kernels/mla_decode_ref.c)
 // takes the same tiles.
-// S2 = 1 (cgrt_mla_split_t64_row1_s2, A/B): the 36 wgmmas of S^T alternate between two
-// accumulators (two dependency chains), summed at the end.
-template <int PROF, int ROW1 = 0, int S2 = 0>
+template <int PROF, int ROW1 = 0>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -333,9 +297,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       auto kb = [&](int cb) -> uint32_t {
         return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
       };
-      float s[8], s2[8];
-      if (S2) t64_qk_issue2(s, s2, kb, s_q);
-      else t64_qk_issue(s, kb, s_q);
+      float s[8];
+      t64_qk_issue(s, kb, s_q);
       if (it > 0) {
         // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
         // tile it + 2.
@@ -346,8 +309,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
       }
-      if (S2) t64_qk_wait2(s, s2);
-      else t64_qk_wait(s);
+      t64_qk_wait(s);
       if (first && it == 0) mark(5);
 
       // Online softmax down the token rows (log2 domain; tokens past the segment masked).
@@ -521,7 +483,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_prof(CGR
   (void)alt_max;
   split_t64<1>(CGRT_WG_ARGS);
 }
-// Steps of one row (ROW1 above; the plan's one-row kernel); _prof and _s2 for A/B runs.
+// Steps of one row (ROW1 above; the plan's one-row kernel); _prof for the timeline.
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
   (void)alt_max;
   split_t64<0, 1>(CGRT_WG_ARGS);
@@ -529,8 +491,4 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGR
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_prof(CGRT_WG_PARAMS) {
   (void)alt_max;
   split_t64<1, 1>(CGRT_WG_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_s2(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_t64<0, 1, 1>(CGRT_WG_ARGS);
 }

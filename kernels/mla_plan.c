@@ -229,11 +229,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->nz = e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4")) ? atoi(e) : 0;
     e = getenv("CGRT_MLA_DEEP_ROWS"); /* n: steps of <= n rows run the one-row kernel */
     p->deep_rows = e && *e && atoi(e) >= 0 ? atoi(e) : CGRT_MLA_DEFAULT_DEEP_ROWS;
-    e = getenv("CGRT_MLA_ONEROW"); /* the one-row kernel under t64: row1 (default), deep, s2 */
+    e = getenv("CGRT_MLA_ONEROW"); /* the one-row kernel under t64: row1 (default) or deep */
     if (!e || !*e) e = CGRT_MLA_DEFAULT_ONEROW;
     p->deep_name = !strcmp(split_name, "cgrt_mla_split_t64_prof") ? "cgrt_mla_split_t64_row1_prof"
                    : strcmp(split_name, "cgrt_mla_split_t64") || !strcmp(e, "deep") ? "cgrt_mla_split_m16_deep"
-                   : !strcmp(e, "s2")                                               ? "cgrt_mla_split_t64_row1_s2"
                                                                                     : "cgrt_mla_split_t64_row1";
   }
   {

@@ -37,7 +37,7 @@ run() {  # name, timeout, command...
   ( timeout "$t" "$@" > "$O/$name.log" 2>&1; echo "rc=$?" >> "$O/$name.log" ) &
 }
 run runtime_test 120 "$B/runtime_test"
-run fault_test 120 "$B/fault_test"
+run fault_test 300 "$B/fault_test"
 run c_api_test 60 "$B/c_api_test"
 run graphs_test 150 "$B/graphs_test"
 run mla_test 420 "$B/mla_test"
@@ -50,7 +50,7 @@ run mla_t64_test 150 "$B/mla_t64_test"
 run mla_test_deep 420 env CGRT_MLA_SPLIT=deep "$B/mla_test" --gtest_filter=-*2To31*
 run mla_test_m16 420 env CGRT_MLA_SPLIT=auto "$B/mla_test" --gtest_filter=-*2To31*
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
-run mla_t64_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_t64_test"
+run mla_t64_test_ptx_jit 420 env CUDA_FORCE_PTX_JIT=1 "$B/mla_t64_test"
 [ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
 run engine_demo 200 "$B/engine_demo" 3000
 run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch

@@ -318,10 +318,11 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
               (int)std::max(1LL, (merge + CGRT_MLA_AUTO_MERGE_BYTES - 1) / CGRT_MLA_AUTO_MERGE_BYTES))
         << heads;
     EXPECT_GT(info.counter_bytes, 0u) << heads;
-    // On 132 SMs (the H200; the emulation reports 132): 16 heads split 132 ways, 128
-    // heads 66 ways in groups of 64.
-    if (ri.sm_count == 132 && heads == 16) EXPECT_EQ(info.counters_min_rows, 14);
-    if (ri.sm_count == 132 && heads == 128) EXPECT_EQ(info.counters_min_rows, 27);
+    // The default kernels on 132 SMs (the H200; the emulation reports 132): 16 heads
+    // split 132 ways (cgrt_mla_split_t64), 128 heads 66 ways in groups of 64.
+    const std::string k = info.split_kernel;
+    if (ri.sm_count == 132 && k == "cgrt_mla_split_t64" && heads == 16) EXPECT_EQ(info.counters_min_rows, 14);
+    if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_wgmma" && heads == 128) EXPECT_EQ(info.counters_min_rows, 27);
     cgrt_mla_plan_destroy(p);
     for (cgrt_mla_combine cb : kBoth) {
       o.combine = cb;
