@@ -239,54 +239,16 @@ static __device__ void combine_heads(const float *part_o, const float *part_lse,
   }
 }
 
-// COUNTERS strategy, after a CTA stored its partial of row r for heads [h0, h1) (head
-// group g of G): the last of the row's nsplit CTAs to arrive (atomic counter r * G + g)
-// merges the partials (slots slot0..) and resets the counter to 0, so the buffer stays
-// zero between launches. Whole CTA of NT threads; s_last: one int of shared memory.
-// Merges the n partials (slots slot0..) of row r for heads [h0, h0 + 16) clipped to h1,
-// all loads of a partial in flight at once: 8 threads per head (128 threads), thread
-// c of a head owns float4 columns c, c + 8, ... (each load instruction covers 128
-// contiguous bytes per head). For CTAs of 16 heads (kernels/mla_decode_t64.cu).
-__device__ __forceinline__ void merge_heads16(const float *part_o, const float *part_lse, __nv_bfloat16 *out,
-                                              float *lse, int r, int qh, int h0, int h1, int slot0, int n) {
-  const int h = h0 + (threadIdx.x >> 3), c = threadIdx.x & 7;
-  if (h >= h1) return;
-  float mx = -INFINITY;
-  for (int i = 0; i < n; i++) mx = fmaxf(mx, __ldcg(part_lse + (long long)(slot0 + i) * qh + h));
-  float4 acc[16];
-#pragma unroll
-  for (int k = 0; k < 16; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
-  for (int i = 0; i < n; i++) {
-    const long long s = (long long)(slot0 + i) * qh + h;
-    const float w = __expf(__ldcg(part_lse + s) - mx);
-    const float4 *src = reinterpret_cast<const float4 *>(part_o + s * CGRT_MLA_DV) + c;
-    wsum += w;
-    float4 v[16];
-#pragma unroll
-    for (int k = 0; k < 16; k++) v[k] = __ldcg(src + 8 * k);
-#pragma unroll
-    for (int k = 0; k < 16; k++) {
-      acc[k].x += w * v[k].x; acc[k].y += w * v[k].y; acc[k].z += w * v[k].z; acc[k].w += w * v[k].w;
-    }
-  }
-  const float inv = 1.f / wsum;
-  __nv_bfloat16 *o = out + ((long long)r * qh + h) * CGRT_MLA_DV + 4 * c;
-#pragma unroll
-  for (int k = 0; k < 16; k++) store_bf16x4(o + 32 * k, acc[k], inv);
-  if (c == 0) lse[(long long)r * qh + h] = mx + logf(wsum);
-}
-
-// WIDE = 1: the merge is merge_heads16 (NT == 128, at most 16 heads), else combine_heads.
-template <int NT, int WIDE = 0>
-__device__ __forceinline__ void last_cta_merge(unsigned *counters, const float *part_o, const float *part_lse,
-                                               __nv_bfloat16 *out, float *lse, int r, int qh, int h0, int h1,
-                                               int g, int G, int slot0, int nsplit, int *s_last) {
-  static_assert(!WIDE || NT == 128, "merge_heads16 runs on 128 threads");
-  const int tid = threadIdx.x;
+// COUNTERS strategy, after a CTA stored its partial of row r (head group g of G): counts
+// its arrival on counter r * G + g and returns true, for the whole CTA, in the last of
+// the row's nsplit CTAs to arrive; that one resets the counter to 0 (so the buffer stays
+// zero between launches) and sees every partial of the row after the call. Whole CTA of
+// NT threads; s_last: one int of shared memory.
+template <int NT>
+__device__ __forceinline__ bool last_cta_arrive(unsigned *counters, int r, int g, int G, int nsplit, int *s_last) {
   __threadfence();
   __syncthreads();
-  if (tid == 0) {
+  if (threadIdx.x == 0) {
     unsigned *c = counters + (long long)r * G + g;
     const unsigned old = atomicAdd(c, 1u);
     const int last = old == (unsigned)(nsplit - 1);
@@ -294,11 +256,20 @@ __device__ __forceinline__ void last_cta_merge(unsigned *counters, const float *
     *s_last = last;
   }
   __syncthreads();
-  if (*s_last) {
-    __threadfence();
-    if (WIDE) merge_heads16(part_o, part_lse, out, lse, r, qh, h0, h1, slot0, nsplit);
-    else combine_heads(part_o, part_lse, out, lse, r, qh, h0, h1, slot0, nsplit, tid >> 5, NT / 32, tid & 31);
-  }
+  const bool last = *s_last != 0;
+  if (last) __threadfence();
+  return last;
+}
+
+// The same, and the last CTA merges the n partials (slots slot0..) of row r for heads
+// [h0, h1) with combine_heads (one warp per head).
+template <int NT>
+__device__ __forceinline__ void last_cta_merge(unsigned *counters, const float *part_o, const float *part_lse,
+                                               __nv_bfloat16 *out, float *lse, int r, int qh, int h0, int h1,
+                                               int g, int G, int slot0, int nsplit, int *s_last) {
+  const int tid = threadIdx.x;
+  if (last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
+    combine_heads(part_o, part_lse, out, lse, r, qh, h0, h1, slot0, nsplit, tid >> 5, NT / 32, tid & 31);
   __syncthreads();
 }
 
