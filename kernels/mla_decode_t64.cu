@@ -141,15 +141,18 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 }
 
 // COUNTERS, in the CTA that arrived last for row r: merges the row's nsplit partials
-// (slots slot0..) of heads h_begin .. + nh into out and lse. Its own partial (slot own)
-// is read from the staging rows s_stage; the others land in shared memory behind the
-// staging (buf: kMergeBatch partials of 16 x 512 fp32) with cp.async, a batch in one
-// round trip, and are folded in with a running maximum of their LSEs. Thread tid: head
-// tid >> 3, float4 columns (tid & 7) + 8 k. Whole CTA. (The previous merge, from global
-// memory one partial at a time, waited one round trip per partial: at 32 rows of 16 heads
-// x 8192 tokens, 4 partials a row, the counters strategy cost ~2.6 us over the split
-// alone.)
+// (slots slot0..) of heads h_begin .. + nh into out and lse, in slot order whichever CTA
+// is last (so the result does not depend on the arrival order), folding each batch in
+// with a running maximum of the LSEs. Up to kMergeSmemMax partials, batches of
+// kMergeBatch land in shared memory behind the staging (buf) with cp.async, one round
+// trip per batch, and the CTA's own partial (slot own) is read from the staging rows
+// s_stage; past that (few long rows, e.g. one row split 32 ways), one partial per round
+// trip from global memory into registers, which measured faster there. Thread tid: head
+// tid >> 3, float4 columns (tid & 7) + 8 k. Whole CTA. H200, 16 heads x 8192 tokens,
+// against one partial per round trip after a pass over the LSEs: -4.0% at 32 rows (4
+// partials a row), -2.8% at 16 rows (bench/mla_decode/NOTES.md, tenth pass).
 constexpr int kMergeBatch = 4;
+constexpr int kMergeSmemMax = 2 * kMergeBatch;
 constexpr int kStageBytes = 16 * kOStr * 4;
 static_assert(kStageBytes + kMergeBatch * 16 * DV * 4 <= kSlots * kSub, "the merge buffers fit in the ring");
 __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, const float *__restrict__ part_lse,
@@ -157,39 +160,18 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
                                           int h_begin, int nh, long long slot0, int nsplit, long long own,
                                           const float *s_stage, float *buf) {
   const int tid = threadIdx.x, h = tid >> 3, c = tid & 7;
-  const int own_i = (int)(own - slot0);
+  const int hh = h < nh ? h : 0; // threads past the heads compute head 0 and store nothing
+  const float *lse_h = part_lse + slot0 * qh + h_begin + hh;
   float m = -INFINITY, wsum = 0.f;
   float4 acc[16];
 #pragma unroll
   for (int k = 0; k < 16; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  // Batches of the other nsplit - 1 partials; other j is partial j + (j >= own_i).
-  for (int b0 = 0; b0 < nsplit - 1; b0 += kMergeBatch) {
-    const int nb = min(kMergeBatch, nsplit - 1 - b0);
-    for (int j = 0; j < nb; j++) {
-      const int i = b0 + j + (b0 + j >= own_i);
-      const float *src = part_o + ((slot0 + i) * qh + h_begin) * DV;
-      const uint32_t dst = smem_addr(buf + j * 16 * DV);
-#pragma unroll
-      for (int k = 0; k < 16; k++) {
-        const int id = tid + NT * k; // float4 id of head id >> 7, column 4 (id & 127)
-        if ((id >> 7) < nh) cp_async16(dst + id * 16, src + 4 * id, 16);
-      }
-    }
-    cp_commit();
-    // LSEs of this batch (and, in the first, of the own partial) meanwhile.
-    float lb[kMergeBatch + 1];
-    const int hh = h < nh ? h : 0;
-#pragma unroll
-    for (int j = 0; j <= kMergeBatch; j++) {
-      const int i = j < kMergeBatch ? b0 + j + (b0 + j >= own_i) : own_i;
-      const bool use = j < kMergeBatch ? j < nb : b0 == 0;
-      lb[j] = use ? __ldcg(part_lse + (slot0 + i) * qh + h_begin + hh) : -INFINITY;
-    }
-    cp_wait<0>();
-    __syncthreads();
+  // Folds in a batch whose LSEs are lb[0 .. kMergeBatch) (-inf: not in the batch) and
+  // whose columns row(j)[4 (c + 8 k)] come from src(j, k).
+  auto fold = [&](const float (&lb)[kMergeBatch], auto src) {
     float mb = m;
 #pragma unroll
-    for (int j = 0; j <= kMergeBatch; j++) mb = fmaxf(mb, lb[j]);
+    for (int j = 0; j < kMergeBatch; j++) mb = fmaxf(mb, lb[j]);
     const float sc = __expf(m - mb); // 0 in the first batch (m = -inf, acc = 0)
     wsum *= sc;
 #pragma unroll
@@ -197,19 +179,55 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
       acc[k].x *= sc; acc[k].y *= sc; acc[k].z *= sc; acc[k].w *= sc;
     }
 #pragma unroll
-    for (int j = 0; j <= kMergeBatch; j++) {
-      if (lb[j] == -INFINITY) continue; // not in this batch
+    for (int j = 0; j < kMergeBatch; j++) {
+      if (lb[j] == -INFINITY) continue; // partials hold tokens: their LSEs are finite
       const float w = __expf(lb[j] - mb);
       wsum += w;
-      const float *row = j < kMergeBatch ? buf + (j * 16 + hh) * DV : s_stage + hh * kOStr;
 #pragma unroll
       for (int k = 0; k < 16; k++) {
-        const float4 v = *reinterpret_cast<const float4 *>(row + 4 * (c + 8 * k));
+        const float4 v = src(j, k);
         acc[k].x += w * v.x; acc[k].y += w * v.y; acc[k].z += w * v.z; acc[k].w += w * v.w;
       }
     }
     m = mb;
-    __syncthreads(); // the buffers are read before the next batch lands
+  };
+  if (nsplit <= kMergeSmemMax) {
+    const int own_i = (int)(own - slot0);
+    for (int b0 = 0; b0 < nsplit; b0 += kMergeBatch) {
+      const int nb = min(kMergeBatch, nsplit - b0);
+      for (int j = 0; j < nb; j++) {
+        if (b0 + j == own_i) continue;
+        const float *src = part_o + ((slot0 + b0 + j) * qh + h_begin) * DV;
+        const uint32_t dst = smem_addr(buf + j * 16 * DV);
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+          const int id = tid + NT * k; // float4 id of head id >> 7, column 4 (id & 127)
+          if ((id >> 7) < nh) cp_async16(dst + id * 16, src + 4 * id, 16);
+        }
+      }
+      cp_commit();
+      float lb[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; j++) lb[j] = j < nb ? __ldcg(lse_h + (long long)(b0 + j) * qh) : -INFINITY;
+      cp_wait<0>();
+      __syncthreads();
+      fold(lb, [&](int j, int k) {
+        const float *row = b0 + j == own_i ? s_stage + hh * kOStr : buf + (j * 16 + hh) * DV;
+        return *reinterpret_cast<const float4 *>(row + 4 * (c + 8 * k));
+      });
+      __syncthreads(); // the buffers are read before the next batch lands
+    }
+  } else {
+    for (int i = 0; i < nsplit; i++) {
+      const float4 *src = reinterpret_cast<const float4 *>(part_o + ((slot0 + i) * qh + h_begin + hh) * DV) + c;
+      float4 v[16];
+#pragma unroll
+      for (int k = 0; k < 16; k++) v[k] = __ldcg(src + 8 * k);
+      float lb[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; j++) lb[j] = j == 0 ? __ldcg(lse_h + (long long)i * qh) : -INFINITY;
+      fold(lb, [&](int, int k) { return v[k]; });
+    }
   }
   if (h < nh) {
     const float inv = 1.f / wsum;
