@@ -142,15 +142,17 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 
 // COUNTERS, in the CTA that arrived last for row r: merges the row's nsplit partials
 // (slots slot0..) of heads h_begin .. + nh into out and lse, in slot order whichever CTA
-// is last (so the result does not depend on the arrival order), folding each batch in
-// with a running maximum of the LSEs. Up to kMergeSmemMax partials, batches of
+// is last (so the result does not depend on the arrival order). Up to kMergeSmemMax
+// partials, folded in with a running maximum of the LSEs, batches of
 // kMergeBatch land in shared memory behind the staging (buf) with cp.async, one round
 // trip per batch, and the CTA's own partial (slot own) is read from the staging rows
-// s_stage; past that (few long rows, e.g. one row split 32 ways), one partial per round
-// trip from global memory into registers, which measured faster there. Thread tid: head
-// tid >> 3, float4 columns (tid & 7) + 8 k. Whole CTA. H200, 16 heads x 8192 tokens,
-// against one partial per round trip after a pass over the LSEs: -4.0% at 32 rows (4
-// partials a row), -2.8% at 16 rows (bench/mla_decode/NOTES.md, tenth pass).
+// s_stage; past that (few long rows, e.g. one row split 32 ways), a pass over the LSEs,
+// then one partial per round trip from global memory into registers, which measured
+// faster there (batches through shared memory: 38.5 against 25.8 us at one row split 32
+// ways). Thread tid: head tid >> 3,
+// float4 columns (tid & 7) + 8 k. Whole CTA. H200, 16 heads x 8192 tokens, against the
+// second form for every count: -5.0..-5.2% at 32 rows (4 partials a row), -6.5% at 16
+// rows (8) (bench/mla_decode/NOTES.md, tenth pass).
 constexpr int kMergeBatch = 4;
 constexpr int kMergeSmemMax = 2 * kMergeBatch;
 constexpr int kStageBytes = 16 * kOStr * 4;
@@ -218,15 +220,20 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
       __syncthreads(); // the buffers are read before the next batch lands
     }
   } else {
+    // The maximum first, then one partial per round trip (a running maximum here measured
+    // 24% slower at one row split 32 ways: 32.4 against 26.2 us).
+    for (int i = 0; i < nsplit; i++) m = fmaxf(m, __ldcg(lse_h + (long long)i * qh));
     for (int i = 0; i < nsplit; i++) {
+      const float w = __expf(__ldcg(lse_h + (long long)i * qh) - m);
       const float4 *src = reinterpret_cast<const float4 *>(part_o + ((slot0 + i) * qh + h_begin + hh) * DV) + c;
+      wsum += w;
       float4 v[16];
 #pragma unroll
       for (int k = 0; k < 16; k++) v[k] = __ldcg(src + 8 * k);
-      float lb[kMergeBatch];
 #pragma unroll
-      for (int j = 0; j < kMergeBatch; j++) lb[j] = j == 0 ? __ldcg(lse_h + (long long)i * qh) : -INFINITY;
-      fold(lb, [&](int, int k) { return v[k]; });
+      for (int k = 0; k < 16; k++) {
+        acc[k].x += w * v[k].x; acc[k].y += w * v[k].y; acc[k].z += w * v[k].z; acc[k].w += w * v[k].w;
+      }
     }
   }
   if (h < nh) {
