@@ -1,8 +1,9 @@
 // MLA decode split kernel for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
-// cgrt_mla_split_t64. Same parameters, schedule, ranges, partial slots and last-CTA
-// counter merge as cgrt_mla_split_m16 (kernels/mla_decode.cu), so the schedule and
-// combine kernels and the C reference (kernels/mla_decode_ref.c) serve both. Host side:
-// kernels/mla_plan.c (CGRT_MLA_SPLIT=t64).
+// cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below). Same
+// parameters, schedule, ranges, partial slots and last-CTA counters as
+// cgrt_mla_split_m16 (kernels/mla_decode.cu), so the schedule and combine kernels and the
+// C reference (kernels/mla_decode_ref.c) serve both; the last CTA merges with t64_merge.
+// Host side: kernels/mla_plan.c (CGRT_MLA_SPLIT=t64).
 //
 // Why token-major: with 16 heads a head-major product (M = heads) fills a quarter of a
 // wgmma, and mma.sync needs four warps to split every dot product and exchange S through

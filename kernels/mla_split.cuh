@@ -1,6 +1,6 @@
-// Device building blocks shared by the MLA split kernels (kernels/mla_decode.cu and
-// kernels/mla_decode_wgmma.cu): the fused schedule, padding rows, range lookup, the
-// partial merge, and small conversions. One copy, so that every split kernel derives
+// Device building blocks shared by the MLA split kernels (kernels/mla_decode.cu,
+// kernels/mla_decode_wgmma.cu and kernels/mla_decode_t64.cu): the fused schedule, padding
+// rows, range lookup, the last-CTA counters and partial merge, and small conversions. One copy, so that every split kernel derives
 // the same ranges as cgrt_mla_schedule and the C reference (kernels/mla_decode_ref.c).
 #ifndef CGRT_KERNELS_MLA_SPLIT_CUH
 #define CGRT_KERNELS_MLA_SPLIT_CUH

@@ -3,7 +3,8 @@
 // host reference, with both combine strategies. Its own edges: 64-token tiles over
 // ranges cut at 32-token tiles (a segment may start or end half way into a tile), the
 // 8-slot ring (segments of 1, 2, 3 and many tiles), head groups of 1..16 heads, the
-// counters merge of all 128 threads (merge_heads16). On the emulation (CI) the
+// counters merge (t64_merge: partials through shared memory up to 8, from global memory
+// past that, in slot order). On the emulation (CI) the
 // C reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
 // kernel itself (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1).
 #include "tests/mla/mla_harness.h"
