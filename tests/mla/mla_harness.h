@@ -102,6 +102,24 @@ class Harness : public ::testing::Test {
     ASSERT_EQ(rt_->drv->cuMemcpyDtoH(dst, src, bytes), CUDA_SUCCESS);
   }
 
+  // A plan of the default options for heads x max_num_seqs rows of up to 4096 tokens
+  // with this combine, and its info; nullptr (and a test failure) if creation failed.
+  cgrt_mla_plan *plan_with_info(int heads, int max_num_seqs, cgrt_mla_combine combine, cgrt_mla_plan_info *info) {
+    cgrt_mla_options o;
+    cgrt_mla_options_init(&o);
+    o.max_num_seqs = max_num_seqs;
+    o.heads = heads;
+    o.max_model_len = 4096;
+    o.combine = combine;
+    cgrt_mla_plan *p = nullptr;
+    EXPECT_EQ(cgrt_mla_plan_create(rt_, &o, &p), CGRT_SUCCESS) << cgrt_last_error();
+    if (!p) return nullptr;
+    *info = cgrt_mla_plan_info{};
+    info->size = sizeof *info;
+    EXPECT_EQ(cgrt_mla_plan_get_info(p, info), CGRT_SUCCESS) << cgrt_last_error();
+    return p;
+  }
+
   // Seed of a case's random inputs (a fixture may pick its own test vectors).
   virtual unsigned case_seed(const Case &c) const { return 12345u + c.heads * 7 + c.page_size + (int)c.combine; }
   // Called with each plan before its launches (e.g. to check which kernel it chose).

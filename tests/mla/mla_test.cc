@@ -252,16 +252,9 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   } rule[] = {{1, 1, 1},   {8, 1, 8},   {16, 1, 16}, {24, 0, 16}, {32, 1, 16},
               {48, 1, 48}, {64, 1, 64}, {96, 0, 16}, {128, 1, 64}, {20, 0, 16}};
   for (auto &x : rule) {
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = 8;
-    o.heads = x.heads;
-    o.max_model_len = 4096;
-    cgrt_mla_plan *p = nullptr;
-    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-    cgrt_mla_plan_info info{};
-    info.size = sizeof info;
-    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    cgrt_mla_plan_info info;
+    cgrt_mla_plan *p = plan_with_info(x.heads, 8, CGRT_MLA_COMBINE_AUTO, &info);
+    ASSERT_NE(p, nullptr) << x.heads;
     EXPECT_EQ(info.fast_path, x.fast) << x.heads;
     EXPECT_EQ(info.heads_per_cta, x.per_cta) << x.heads;
     EXPECT_EQ(info.head_groups, (x.heads + x.per_cta - 1) / x.per_cta) << x.heads;
@@ -304,15 +297,9 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
   ri.size = sizeof ri;
   CGRT_ASSERT_OK(cgrt_runtime_get_info(rt_, &ri));
   for (int heads : {8, 16, 32, 128}) {
-    cgrt_mla_options o = d;
-    o.max_num_seqs = 64;
-    o.heads = heads;
-    o.max_model_len = 4096;
-    cgrt_mla_plan *p = nullptr;
-    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-    cgrt_mla_plan_info info{};
-    info.size = sizeof info;
-    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    cgrt_mla_plan_info info;
+    cgrt_mla_plan *p = plan_with_info(heads, 64, d.combine, &info);
+    ASSERT_NE(p, nullptr) << heads;
     const long long merge = (long long)info.splits * info.heads_per_cta * 512 * 4;
     EXPECT_EQ(info.counters_min_rows,
               (int)std::max(1LL, (merge + CGRT_MLA_AUTO_MERGE_BYTES - 1) / CGRT_MLA_AUTO_MERGE_BYTES))
@@ -325,9 +312,8 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
     if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_wgmma" && heads == 128) EXPECT_EQ(info.counters_min_rows, 27);
     cgrt_mla_plan_destroy(p);
     for (cgrt_mla_combine cb : kBoth) {
-      o.combine = cb;
-      CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-      CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+      p = plan_with_info(heads, 64, cb, &info);
+      ASSERT_NE(p, nullptr) << heads;
       EXPECT_EQ(info.counters_min_rows, cb == CGRT_MLA_COMBINE_COUNTERS ? 1 : 0);
       EXPECT_EQ(info.counter_bytes > 0, cb == CGRT_MLA_COMBINE_COUNTERS);
       cgrt_mla_plan_destroy(p);

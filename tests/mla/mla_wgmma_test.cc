@@ -125,16 +125,9 @@ TEST_F(MlaWgmma, KvCachePast2To31Elements) {
 
 TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
   for (int h : {16, 32, 48, 64, 96, 128}) {
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = 8;
-    o.heads = h;
-    o.max_model_len = 4096;
-    cgrt_mla_plan *p = nullptr;
-    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-    cgrt_mla_plan_info info{};
-    info.size = sizeof info;
-    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    cgrt_mla_plan_info info;
+    cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
+    ASSERT_NE(p, nullptr) << h;
     const bool m64 = info.heads_per_cta > 16;
     EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_" + split_, m64) << h << ": " << info.split_kernel;
     cgrt_mla_plan_destroy(p);
