@@ -44,14 +44,14 @@ typedef struct cgrt_mla_plan cgrt_mla_plan;
 
 typedef enum cgrt_mla_combine {
   /* Split kernel writes partials to the workspace; a separate combine kernel merges.
-   * Fastest for short batches (one row of 16 heads x 8192 tokens on the H200: 10.8 us
-   * against 24.2 us with COUNTERS). */
+   * Fastest for short batches (one row of 16 heads x 8192 tokens on the H200: 10.6-10.8
+   * us against 24-26 us with COUNTERS). */
   CGRT_MLA_COMBINE_WORKSPACE = 0,
   /* One split kernel; the last CTA per (row, head group), counted by a self-resetting
    * atomic counter in the runtime's counter buffer, merges. No memset node. Faster once
-   * a row has few partials (H200, 16 heads x 8192 tokens: 3.69-3.71 against 3.60-3.63
-   * TB/s at 32 rows, 4.04 against 3.88 at 128), slower for a few long rows (one CTA
-   * merges all of a row's partials). */
+   * a row has few partials (H200, 16 heads x 8192 tokens: 3.62-3.70 against 3.55-3.63
+   * TB/s at 32 rows, 3.96-4.03 against 3.81-3.88 at 128), slower for a few long rows (one
+   * CTA merges all of a row's partials). */
   CGRT_MLA_COMBINE_COUNTERS = 1,
   /* The default: per step (so per captured bucket), COUNTERS where the merging CTA
    * reads at most CGRT_MLA_AUTO_MERGE_BYTES of partials (splits x heads per CTA x 2 KiB
