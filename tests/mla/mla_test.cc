@@ -5,7 +5,88 @@ namespace {
 
 using namespace mla_test;
 
-class Mla : public Harness {};
+class Mla : public Harness {
+ protected:
+  // A step captured into a graph replays equal to an eager launch with the seq_lens of
+  // replay time. warm_rows: the rows of the warm-up call outside capture; with AUTO, a
+  // one-row warm-up runs the workspace strategy and the captured 16-row step counters.
+  void capture_replay_equals_eager(cgrt_mla_combine cb, int reqs, int warm_rows) {
+    SCOPED_TRACE("combine " + std::to_string((int)cb) + ", " + std::to_string(reqs) + " rows");
+    const int qh = 16, ps = 16, mbps = 16;
+    cgrt_mla_options o;
+    cgrt_mla_options_init(&o);
+    o.max_num_seqs = reqs;
+    o.heads = qh;
+    o.page_size = ps;
+    o.max_model_len = ps * mbps;
+    o.combine = cb;
+    cgrt_mla_plan *p = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    std::vector<uint16_t> q((size_t)reqs * qh * D), kv((size_t)reqs * mbps * ps * D);
+    for (auto &x : q) x = f2bf(uni(rng));
+    for (auto &x : kv) x = f2bf(uni(rng));
+    std::vector<int> bt(reqs * mbps);
+    for (int i = 0; i < reqs * mbps; i++) bt[i] = i;
+    cgrt_mla_args a{};
+    a.size = sizeof a;
+    a.q = alloc(q.size() * 2);
+    a.kv_cache = alloc(kv.size() * 2);
+    a.block_table = alloc(bt.size() * 4);
+    a.seq_lens = alloc(reqs * 4);
+    a.out = alloc((size_t)reqs * qh * DV * 2);
+    a.lse = alloc((size_t)reqs * qh * 4);
+    a.softmax_scale = 0.07f;
+    upload(a.q, q.data(), q.size() * 2);
+    upload(a.kv_cache, kv.data(), kv.size() * 2);
+    upload(a.block_table, bt.data(), bt.size() * 4);
+    const int pat0[4] = {5, 0, 200, 17}, pat1[4] = {250, 3, 0, 64};
+    std::vector<int> lens0(reqs), lens1(reqs);
+    for (int r = 0; r < reqs; r++) {
+      lens0[r] = pat0[r % 4];
+      lens1[r] = pat1[r % 4];
+    }
+    upload(a.seq_lens, lens0.data(), reqs * 4);
+    a.num_rows = warm_rows;
+    CGRT_ASSERT_OK(cgrt_mla_decode(p, nullptr, &a));  // warm-up before capture
+    CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
+    a.num_rows = reqs;
+
+    const cgrt__driver *d = rt_->drv;
+    CUstream s = nullptr;
+    ASSERT_EQ(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ASSERT_EQ(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    cgrt_status st = cgrt_mla_decode(p, s, &a);
+    CUgraph g = nullptr;
+    ASSERT_EQ(d->cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    CGRT_ASSERT_OK(st);
+    CUgraphExec ge = nullptr;
+    ASSERT_EQ(d->cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
+
+    upload(a.seq_lens, lens1.data(), reqs * 4);
+    std::vector<uint16_t> eager((size_t)reqs * qh * DV), replay(eager.size());
+    std::vector<float> le(reqs * qh), lr(reqs * qh);
+    CGRT_ASSERT_OK(cgrt_mla_decode(p, nullptr, &a));
+    CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
+    download(eager.data(), a.out, eager.size() * 2);
+    download(le.data(), a.lse, le.size() * 4);
+    std::vector<uint16_t> poison(eager.size(), 0x7fc1);
+    upload(a.out, poison.data(), poison.size() * 2);
+    for (int i = 0; i < 2; i++) ASSERT_EQ(d->cuGraphLaunch(ge, s), CUDA_SUCCESS);
+    ASSERT_EQ(d->cuStreamSynchronize(s), CUDA_SUCCESS);
+    CGRT_ASSERT_OK(cgrt_counters_verify(rt_));
+    download(replay.data(), a.out, replay.size() * 2);
+    download(lr.data(), a.lse, lr.size() * 4);
+    EXPECT_EQ(eager, replay);
+    for (int i = 0; i < reqs * qh; i++)
+      EXPECT_TRUE(le[i] == lr[i] || (std::isinf(le[i]) && std::isinf(lr[i]))) << i;
+    d->cuGraphExecDestroy(ge);
+    d->cuGraphDestroy(g);
+    d->cuStreamDestroy(s);
+    cgrt_mla_plan_destroy(p);
+  }
+};
 
 
 TEST_F(Mla, HeadCountsBothStrategies) {
@@ -439,76 +520,8 @@ TEST(MlaLifetime, RuntimeDestroyTakesLivePlans) {
 // Captures one decode step into a graph through the driver table and replays it with
 // new seq_lens: the replay must equal an eager launch on the same inputs.
 TEST_F(Mla, StreamCaptureReplayEqualsEager) {
-  for (cgrt_mla_combine cb : kBoth) {
-    const int reqs = 4, qh = 16, ps = 16, mbps = 16;
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = reqs;
-    o.heads = qh;
-    o.page_size = ps;
-    o.max_model_len = ps * mbps;
-    o.combine = cb;
-    cgrt_mla_plan *p = nullptr;
-    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    std::vector<uint16_t> q((size_t)reqs * qh * D), kv((size_t)reqs * mbps * ps * D);
-    for (auto &x : q) x = f2bf(uni(rng));
-    for (auto &x : kv) x = f2bf(uni(rng));
-    std::vector<int> bt(reqs * mbps);
-    for (int i = 0; i < reqs * mbps; i++) bt[i] = i;
-    cgrt_mla_args a{};
-    a.size = sizeof a;
-    a.q = alloc(q.size() * 2);
-    a.kv_cache = alloc(kv.size() * 2);
-    a.block_table = alloc(bt.size() * 4);
-    a.seq_lens = alloc(reqs * 4);
-    a.out = alloc((size_t)reqs * qh * DV * 2);
-    a.lse = alloc((size_t)reqs * qh * 4);
-    a.num_rows = reqs;
-    a.softmax_scale = 0.07f;
-    upload(a.q, q.data(), q.size() * 2);
-    upload(a.kv_cache, kv.data(), kv.size() * 2);
-    upload(a.block_table, bt.data(), bt.size() * 4);
-    std::vector<int> lens0 = {5, 0, 200, 17};
-    upload(a.seq_lens, lens0.data(), reqs * 4);
-    CGRT_ASSERT_OK(cgrt_mla_decode(p, nullptr, &a));  // warm-up before capture
-    CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
-
-    const cgrt__driver *d = rt_->drv;
-    CUstream s = nullptr;
-    ASSERT_EQ(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    ASSERT_EQ(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
-    cgrt_status st = cgrt_mla_decode(p, s, &a);
-    CUgraph g = nullptr;
-    ASSERT_EQ(d->cuStreamEndCapture(s, &g), CUDA_SUCCESS);
-    CGRT_ASSERT_OK(st);
-    CUgraphExec ge = nullptr;
-    ASSERT_EQ(d->cuGraphInstantiateWithFlags(&ge, g, 0), CUDA_SUCCESS);
-
-    std::vector<int> lens1 = {250, 3, 0, 64};
-    upload(a.seq_lens, lens1.data(), reqs * 4);
-    std::vector<uint16_t> eager((size_t)reqs * qh * DV), replay(eager.size());
-    std::vector<float> le(reqs * qh), lr(reqs * qh);
-    CGRT_ASSERT_OK(cgrt_mla_decode(p, nullptr, &a));
-    CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt_));
-    download(eager.data(), a.out, eager.size() * 2);
-    download(le.data(), a.lse, le.size() * 4);
-    std::vector<uint16_t> poison(eager.size(), 0x7fc1);
-    upload(a.out, poison.data(), poison.size() * 2);
-    for (int i = 0; i < 2; i++) ASSERT_EQ(d->cuGraphLaunch(ge, s), CUDA_SUCCESS);
-    ASSERT_EQ(d->cuStreamSynchronize(s), CUDA_SUCCESS);
-    CGRT_ASSERT_OK(cgrt_counters_verify(rt_));
-    download(replay.data(), a.out, replay.size() * 2);
-    download(lr.data(), a.lse, lr.size() * 4);
-    EXPECT_EQ(eager, replay);
-    for (int i = 0; i < reqs * qh; i++)
-      EXPECT_TRUE(le[i] == lr[i] || (std::isinf(le[i]) && std::isinf(lr[i]))) << i;
-    d->cuGraphExecDestroy(ge);
-    d->cuGraphDestroy(g);
-    d->cuStreamDestroy(s);
-    cgrt_mla_plan_destroy(p);
-  }
+  capture_replay_equals_eager(CGRT_MLA_COMBINE_AUTO, 16, 1);
+  for (cgrt_mla_combine cb : kBoth) capture_replay_equals_eager(cb, 4, 4);
 }
 
 }  // namespace
