@@ -193,6 +193,8 @@ typedef struct cgrt_mla_args {
  * kernel on the 16-head path (the split kernel is fixed per num_rows, so per bucket). Fixed
  * grids and addresses for fixed (plan, num_rows, tensors): safe to capture, and a
  * captured graph replays with whatever seq_lens/block_table/q hold at replay time.
+ * Deterministic: the same inputs give the same bits on every launch, eager or replayed
+ * (partials merge in a fixed order, whichever CTA finishes last).
  * Call it once outside capture first (warm-up): that allocates the counter buffer if
  * the plan reserved it; during capture only already-allocated storage is used.
  * The launches of one plan lane must not run concurrently (they share the lane's
