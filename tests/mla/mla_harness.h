@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
@@ -71,6 +72,8 @@ class ScopedEnv {
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
 // CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
 // case through the public API and compares it with an fp32 host reference.
+const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};
+
 class Harness : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -245,6 +248,45 @@ class Harness : public ::testing::Test {
     cgrt_mla_plan_destroy(plan);
   }
 
+  // Each head count of hs with both strategies: reqs rows (3 on the emulation) of mixed
+  // lengths up to maxlen (200 on the emulation) with padding rows, the page sizes 16, 32
+  // and 64 in turn.
+  void check_head_counts(std::initializer_list<int> hs, unsigned seed, int reqs, int maxlen) {
+    std::mt19937 rng(seed);
+    const int pages[] = {16, 32, 64};
+    int i = 0;
+    for (int h : hs)
+      for (cgrt_mla_combine cb : kBoth) {
+        Case c;
+        c.reqs = emulated_ ? 3 : reqs;
+        c.heads = h;
+        c.page_size = pages[i++ % 3];
+        c.lens = mixed(c.reqs, emulated_ ? 200 : maxlen, rng, true);
+        c.combine = cb;
+        check(c, "heads " + std::to_string(h) + (cb ? " counters" : " workspace"));
+      }
+  }
+
+  // A KV cache past 2^31 elements (a GPU with > 4 GiB; the caller skips on the
+  // emulation): 4 rows of `heads` heads in pages from 60000 on, both strategies;
+  // one_row_len > 0 adds a step of one row of that length.
+  void check_kv_past_2to31(int heads, int one_row_len = 0) {
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c;
+      c.reqs = 4;
+      c.heads = heads;
+      c.lens = {4000, 1, 0, 2500};
+      c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
+      c.combine = cb;
+      check(c, "64-bit offsets");
+      if (one_row_len > 0) {
+        c.reqs = 1;
+        c.lens = {one_row_len};
+        check(c, "64-bit offsets, one row");
+      }
+    }
+  }
+
   std::vector<int> mixed(int n, int maxlen, std::mt19937 &rng, bool pads) {
     std::vector<int> v(n);
     for (int i = 0; i < n; i++) {
@@ -285,8 +327,6 @@ class SplitHarness : public Harness {
   std::unique_ptr<ScopedEnv> env_;
   std::string expect_;
 };
-
-const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};
 
 }  // namespace mla_test
 

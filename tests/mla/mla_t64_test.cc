@@ -22,19 +22,8 @@ class MlaT64 : public SplitHarness {
 };
 
 TEST_F(MlaT64, HeadCountsBothStrategies) {
-  std::mt19937 rng(21);
-  const int pages[] = {16, 32, 64};
-  int i = 0;
-  for (int h : {1, 8, 16, 24, 32})  // 24: the generic path (groups of 16, the last masked)
-    for (cgrt_mla_combine cb : kBoth) {
-      Case c;
-      c.reqs = emulated_ ? 3 : 6;
-      c.heads = h;
-      c.page_size = pages[i++ % 3];
-      c.lens = mixed(c.reqs, emulated_ ? 200 : 3000, rng, true);
-      c.combine = cb;
-      check(c, "heads " + std::to_string(h) + (cb ? " counters" : " workspace"));
-    }
+  // 24: the generic path (groups of 16, the last masked)
+  check_head_counts({1, 8, 16, 24, 32}, 21, 6, 3000);
 }
 
 // Lengths around the 64-token tile and the 32-token range unit, one row per length and
@@ -202,17 +191,7 @@ TEST_F(MlaT64Row1, ScheduleKernelAndProgrammaticLaunch) {
 
 TEST_F(MlaT64, KvCachePast2To31Elements) {
   if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
-  for (cgrt_mla_combine cb : kBoth) {
-    Case c;
-    c.reqs = 4;
-    c.lens = {4000, 1, 0, 2500};
-    c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
-    c.combine = cb;
-    check(c, "64-bit offsets");
-    c.reqs = 1;  // the one-row kernel
-    c.lens = {20000};
-    check(c, "64-bit offsets, one row");
-  }
+  check_kv_past_2to31(16, 20000);  // and the one-row kernel
 }
 
 }  // namespace

@@ -90,20 +90,7 @@ class Mla : public Harness {
 
 
 TEST_F(Mla, HeadCountsBothStrategies) {
-  std::mt19937 rng(7);
-  const int heads[] = {1, 8, 16, 24, 32, 48, 64, 96, 128};
-  const int pages[] = {16, 32, 64};
-  int i = 0;
-  for (int h : heads)
-    for (cgrt_mla_combine cb : kBoth) {
-      Case c;
-      c.reqs = emulated_ ? 3 : 8;
-      c.heads = h;
-      c.page_size = pages[i++ % 3];
-      c.lens = mixed(c.reqs, emulated_ ? 200 : 4000, rng, true);
-      c.combine = cb;
-      check(c, ("heads " + std::to_string(h) + (cb ? " counters" : " workspace")).c_str());
-    }
+  check_head_counts({1, 8, 16, 24, 32, 48, 64, 96, 128}, 7, 8, 4000);
 }
 
 TEST_F(Mla, PageSizes) {
@@ -249,14 +236,7 @@ TEST_F(Mla, ManyRowsBalanced) {
 
 TEST_F(Mla, KvCachePast2To31Elements) {
   if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
-  for (cgrt_mla_combine cb : kBoth) {
-    Case c;
-    c.reqs = 4;
-    c.lens = {4000, 1, 0, 2500};
-    c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
-    c.combine = cb;
-    check(c, "64-bit offsets");
-  }
+  check_kv_past_2to31(16);
 }
 
 // Sets one environment knob of kernels/mla_plan.c for a scope (plans read them at

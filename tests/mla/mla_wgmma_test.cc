@@ -33,19 +33,7 @@ class MlaWgmma : public SplitHarness {
 };
 
 TEST_F(MlaWgmma, HeadCountsBothStrategies) {
-  std::mt19937 rng(11);
-  const int pages[] = {16, 32, 64};
-  int i = 0;
-  for (int h : {48, 64, 128})
-    for (cgrt_mla_combine cb : kBoth) {
-      Case c = m64_case();
-      c.reqs = emulated_ ? 3 : 6;
-      c.heads = h;
-      c.page_size = pages[i++ % 3];
-      c.lens = mixed(c.reqs, emulated_ ? 200 : 3000, rng, true);
-      c.combine = cb;
-      check(c, "heads " + std::to_string(h) + (cb ? " counters" : " workspace"));
-    }
+  check_head_counts({48, 64, 128}, 11, 6, 3000);
 }
 
 TEST_F(MlaWgmma, PageSizesBlockRowsDcp) {
@@ -112,15 +100,7 @@ TEST_F(MlaWgmma, RowsPastBlockSize) {
 
 TEST_F(MlaWgmma, KvCachePast2To31Elements) {
   if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
-  for (cgrt_mla_combine cb : kBoth) {
-    Case c = m64_case();
-    c.reqs = 4;
-    c.heads = 128;
-    c.lens = {4000, 1, 0, 2500};
-    c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
-    c.combine = cb;
-    check(c, "64-bit offsets");
-  }
+  check_kv_past_2to31(128);
 }
 
 TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
