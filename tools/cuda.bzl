@@ -1,6 +1,7 @@
 """cuda_fatbin: nvcc -> one fatbin per .cu file -> C arrays the library loads with cuModuleLoadData.
 
-The generated C file defines `<symbol>[]` (source name, image, size) and `<symbol>_count`.
+The generated C file defines `<symbol>[]` (source path relative to the rule's package,
+image, size, optional) and `<symbol>_count`.
 
 The architecture list is a build setting (//tools:cuda_archs), e.g.
   bazel build --//tools:cuda_archs=sm_90a,compute_90 //...
@@ -79,11 +80,13 @@ def _cuda_fatbin_impl(ctx):
         lines.append('"$BIN2C" --const --padd 0 --type char --name %s_%d %s | sed -e "s/^const unsigned char/__attribute__((aligned(64))) static const unsigned char/" >> %s' % (
             sym, i, fb.path, out_c.path))
     all_srcs = ctx.files.srcs + ctx.files.rdc_srcs
+    pkg = ctx.label.package + "/"
     lines.append("{")
     lines.append("echo 'typedef struct { const char *source; const unsigned char *image; size_t size; int optional; } %s_entry;'" % sym)
     lines.append("echo 'const %s_entry %s[] = {'" % (sym, sym))
     for i, src in enumerate(all_srcs):
-        lines.append("echo '  {\"%s\", %s_%d, sizeof(%s_%d), %d},'" % (src.basename, sym, i, sym, i, 1 if i >= nsrc else 0))
+        name = src.short_path[len(pkg):] if src.short_path.startswith(pkg) else src.short_path
+        lines.append("echo '  {\"%s\", %s_%d, sizeof(%s_%d), %d},'" % (name, sym, i, sym, i, 1 if i >= nsrc else 0))
     lines.append("echo '};'")
     lines.append("echo 'const size_t %s_count = %d;'" % (sym, len(all_srcs)))
     lines.append("} >> %s" % out_c.path)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cgrt/cgrt_mla.h"
-#include "kernels/mla_common.cuh"
+#include "kernels/mla/common.h"
 #include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
 

@@ -12,7 +12,7 @@
 
 #include "kernels/ref_tables.h"
 
-/* Same values as kernels/mla_common.cuh. */
+/* Same values as kernels/mla/common.h. */
 #define MLA_D 576
 #define MLA_DV 512
 #define MLA_TILE 32

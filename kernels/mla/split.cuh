@@ -8,7 +8,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "kernels/mla_common.cuh"
+#include "kernels/mla/common.h"
 
 namespace cgrt_mla {
 

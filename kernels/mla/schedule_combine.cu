@@ -32,8 +32,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "kernels/mla_common.cuh"
-#include "kernels/mla_split.cuh"
+#include "kernels/mla/common.h"
+#include "kernels/mla/split.cuh"
 
 typedef __nv_bfloat16 bf16;
 

@@ -17,7 +17,7 @@
 // through shared memory).
 //
 // Pipeline: a 64-token tile is 9 column blocks of 64 tokens x 128 bytes (the 128-byte
-// swizzle of kernels/mla_wgmma.cuh), loaded as 3 sub-stages of 3 blocks (24 KB) into a
+// swizzle of kernels/mla/wgmma.cuh), loaded as 3 sub-stages of 3 blocks (24 KB) into a
 // ring of 8 slots; while a tile computes, the next 5 sub-stages (120 KB) are in flight
 // (all 8 at the start of a segment). An L2 bulk prefetch of the rows 1, 2 or 4 tiles
 // further ahead was measured 18-48% slower at the memory-bound shapes (H200, sixth
@@ -29,9 +29,9 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "kernels/mla_common.cuh"
-#include "kernels/mla_split.cuh"
-#include "kernels/mla_wgmma.cuh"
+#include "kernels/mla/common.h"
+#include "kernels/mla/split.cuh"
+#include "kernels/mla/wgmma.cuh"
 
 typedef __nv_bfloat16 bf16;
 

@@ -10,13 +10,13 @@
 // m64n16k16 x 36, no S exchange), the two warpgroups swap only their 64 row maxima,
 // write P (bf16) to shared memory, and each accumulates O[:, 256w .. 256w+255] +=
 // P . V (wgmma m64n256k16 x 2, V = the first 512 columns of the same stage, MN-major).
-// Shared-memory layouts and the wgmma / mma.sync building blocks: kernels/mla_wgmma.cuh.
+// Shared-memory layouts and the wgmma / mma.sync building blocks: kernels/mla/wgmma.cuh.
 #include <cuda_bf16.h>
 #include <stdint.h>
 
-#include "kernels/mla_common.cuh"
-#include "kernels/mla_split.cuh"
-#include "kernels/mla_wgmma.cuh"
+#include "kernels/mla/common.h"
+#include "kernels/mla/split.cuh"
+#include "kernels/mla/wgmma.cuh"
 
 typedef __nv_bfloat16 bf16;
 

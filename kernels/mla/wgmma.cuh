@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "kernels/mla_split.cuh"
+#include "kernels/mla/split.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define CGRT_WG_HAS_WGMMA 1
