@@ -1,22 +1,17 @@
-/* C references of kernels/mla_decode.cu: cgrt_mla_schedule, cgrt_mla_split_m16,
- * cgrt_mla_split_m64 and cgrt_mla_combine, with the kernels' parameters (packed as the
- * driver packs them) and their semantics over the whole grid: the same per-row
- * metadata, the same balanced ranges of KV tiles per CTA, the same partial slots, the
- * same last-CTA combine with counters left at zero. Arithmetic is fp32 with exact
- * exp/log (the kernels use bf16 tensor-core products); outputs are rounded to bf16
- * with round-to-nearest-even as the kernels do. */
+/* C references of the MLA decode kernels (one entry per row of
+ * kernels/mla/kernel_table.h), with the kernels' parameters (packed as the driver packs
+ * them) and their semantics over the whole grid: the same per-row metadata, the same
+ * balanced ranges of KV tiles per CTA, the same partial slots, the same last-CTA combine
+ * with counters left at zero. Arithmetic is fp32 with exact exp/log (the kernels use
+ * bf16 tensor-core products); outputs are rounded to bf16 with round-to-nearest-even as
+ * the kernels do. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/mla/kernel_table.h"
 #include "kernels/ref_tables.h"
-
-/* Same values as kernels/mla/common.h. */
-#define MLA_D 576
-#define MLA_DV 512
-#define MLA_TILE 32
-#define MLA_ALIGN_MAX_TILES 64
 
 static float bf2f(uint16_t v) {
   uint32_t u = (uint32_t)v << 16;
@@ -51,19 +46,19 @@ static void schedule_rows(const int *seq_lens, int *meta, int rows, int bl, int 
     len = len < 0 ? 0 : (len > cap ? cap : len);
     meta[r] = len;
     ts[r] = acc;
-    acc += (len + MLA_TILE - 1) / MLA_TILE;
+    acc += (len + CGRT_MLA_TILE - 1) / CGRT_MLA_TILE;
   }
   ts[rows] = acc;
   {
     /* min_tiles < 0 (row-aligned ranges): at least -min_tiles tiles per range, and the
      * ranges in use rounded down to a multiple a of rows when rows <= their count, that
-     * drops at most 1/16 of them and T <= MLA_ALIGN_MAX_TILES x a. */
+     * drops at most 1/16 of them and T <= CGRT_MLA_ALIGN_MAX_TILES x a. */
     const int mt = min_tiles < 0 ? -min_tiles : min_tiles;
     int pe = (acc + mt - 1) / mt;
     pe = pe < P ? pe : P;
     if (min_tiles < 0 && rows <= pe) {
       const int a = pe / rows * rows;
-      if ((pe - a) * 16 <= pe && acc <= MLA_ALIGN_MAX_TILES * a) pe = a;
+      if ((pe - a) * 16 <= pe && acc <= CGRT_MLA_ALIGN_MAX_TILES * a) pe = a;
     }
     meta[2 * rows + 1] = pe < 1 ? 1 : pe;
   }
@@ -80,25 +75,23 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = fmaxf(mx, part_lse[(long long)(slot0 + i) * qh + h]);
     float sum = 0.f;
-    float acc[MLA_DV];
+    float acc[CGRT_MLA_DV];
     memset(acc, 0, sizeof acc);
     for (int i = 0; i < n; i++) {
       const long long s = (long long)(slot0 + i) * qh + h;
       const float w = expf(part_lse[s] - mx);
       sum += w;
-      for (int d = 0; d < MLA_DV; d++) acc[d] += w * part_o[s * MLA_DV + d];
+      for (int d = 0; d < CGRT_MLA_DV; d++) acc[d] += w * part_o[s * CGRT_MLA_DV + d];
     }
-    for (int d = 0; d < MLA_DV; d++) out[((long long)r * qh + h) * MLA_DV + d] = f2bf(acc[d] / sum);
+    for (int d = 0; d < CGRT_MLA_DV; d++) out[((long long)r * qh + h) * CGRT_MLA_DV + d] = f2bf(acc[d] / sum);
     lse[(long long)r * qh + h] = mx + logf(sum);
   }
 }
 
-/* cgrt_mla_split_*(q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
- *                  rows, q_heads, group_heads, P, max_blocks_per_seq, page_size,
- *                  block_len, scale, seq_lens, cap, min_tiles, alt_max), grid (groups, P).
- * alt_max only picks the pipeline of cgrt_mla_split_m16_auto per CTA (no effect on the
- * result); cgrt_mla_split_m16_s3 differs only in occupancy (P from 3 CTAs per SM).
- * seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
+/* The split kernels (q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
+ * rows, q_heads, group_heads, P, max_blocks_per_seq, page_size, block_len, scale,
+ * seq_lens, cap, min_tiles), grid (groups, P): the same outputs whatever the kernel's
+ * pipeline. seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
  * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
  * leaves the same metadata in meta for the combine kernel. */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
@@ -130,7 +123,7 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
       for (int r = pp; r < rows; r += P) {
         if (row_len[r] != 0) continue;
         for (int h = h_begin; h < h_end; h++) {
-          memset(out + ((long long)r * qh + h) * MLA_DV, 0, MLA_DV * sizeof(uint16_t));
+          memset(out + ((long long)r * qh + h) * CGRT_MLA_DV, 0, CGRT_MLA_DV * sizeof(uint16_t));
           lse[(long long)r * qh + h] = -INFINITY;
         }
       }
@@ -145,59 +138,59 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         t = rs + jb;
         /* Token i of the CTA's share: tok_a + (i / 64) * stride + i % 64. A range: tiles
          * [ja, jb) (stride 64). row1: the 64-token tiles pp, pp + P, ... of the row. */
-        int tok_a = ja * MLA_TILE, stride = 64, ntok;
+        int tok_a = ja * CGRT_MLA_TILE, stride = 64, ntok;
         if (row1) {
           tok_a = 64 * pp;
           stride = 64 * P;
           ntok = 0;
           for (int tb = tok_a; tb < len; tb += stride) ntok += len - tb < 64 ? len - tb : 64;
         } else {
-          ntok = (jb * MLA_TILE < len ? jb * MLA_TILE : len) - tok_a;
+          ntok = (jb * CGRT_MLA_TILE < len ? jb * CGRT_MLA_TILE : len) - tok_a;
         }
         if (ntok > cap_tok) {
           free(kf);
           free(sc);
           cap_tok = ntok;
-          kf = (float *)malloc((size_t)ntok * MLA_D * sizeof(float));
+          kf = (float *)malloc((size_t)ntok * CGRT_MLA_D * sizeof(float));
           sc = (float *)malloc((size_t)ntok * sizeof(float));
         }
-        if (!acc) acc = (float *)malloc(MLA_DV * sizeof(float));
+        if (!acc) acc = (float *)malloc(CGRT_MLA_DV * sizeof(float));
         if (!kf || !sc || !acc) goto done; /* host out of memory: leave outputs as they are */
         const int *btr = bt + (long long)(r / bl) * mbps;
         for (int i = 0; i < ntok; i++) {
           const int tok = tok_a + i / 64 * stride + i % 64;
           const long long page = btr[tok / ps];
-          const uint16_t *src = kv + (page * ps + tok % ps) * MLA_D;
-          for (int d = 0; d < MLA_D; d++) kf[(size_t)i * MLA_D + d] = bf2f(src[d]);
+          const uint16_t *src = kv + (page * ps + tok % ps) * CGRT_MLA_D;
+          for (int d = 0; d < CGRT_MLA_D; d++) kf[(size_t)i * CGRT_MLA_D + d] = bf2f(src[d]);
         }
         for (int h = h_begin; h < h_end; h++) {
-          const uint16_t *qr = q + ((long long)r * qh + h) * MLA_D;
-          float qv[MLA_D];
-          for (int d = 0; d < MLA_D; d++) qv[d] = bf2f(qr[d]);
+          const uint16_t *qr = q + ((long long)r * qh + h) * CGRT_MLA_D;
+          float qv[CGRT_MLA_D];
+          for (int d = 0; d < CGRT_MLA_D; d++) qv[d] = bf2f(qr[d]);
           float mx = -INFINITY;
           for (int i = 0; i < ntok; i++) {
             float s = 0.f;
-            const float *k = kf + (size_t)i * MLA_D;
-            for (int d = 0; d < MLA_D; d++) s += qv[d] * k[d];
+            const float *k = kf + (size_t)i * CGRT_MLA_D;
+            for (int d = 0; d < CGRT_MLA_D; d++) s += qv[d] * k[d];
             sc[i] = s * scale;
             if (sc[i] > mx) mx = sc[i];
           }
           float sum = 0.f;
-          memset(acc, 0, MLA_DV * sizeof(float));
+          memset(acc, 0, CGRT_MLA_DV * sizeof(float));
           for (int i = 0; i < ntok; i++) {
             const float w = expf(sc[i] - mx);
             sum += w;
-            const float *v = kf + (size_t)i * MLA_D;
-            for (int d = 0; d < MLA_DV; d++) acc[d] += w * v[d];
+            const float *v = kf + (size_t)i * CGRT_MLA_D;
+            for (int d = 0; d < CGRT_MLA_DV; d++) acc[d] += w * v[d];
           }
           const float ls = mx + logf(sum);
           if (nsplit == 1) {
-            for (int d = 0; d < MLA_DV; d++)
-              out[((long long)r * qh + h) * MLA_DV + d] = f2bf(acc[d] / sum);
+            for (int d = 0; d < CGRT_MLA_DV; d++)
+              out[((long long)r * qh + h) * CGRT_MLA_DV + d] = f2bf(acc[d] / sum);
             lse[(long long)r * qh + h] = ls;
           } else {
             const long long slot = (long long)r + pp;
-            for (int d = 0; d < MLA_DV; d++) part_o[(slot * qh + h) * MLA_DV + d] = acc[d] / sum;
+            for (int d = 0; d < CGRT_MLA_DV; d++) part_o[(slot * qh + h) * CGRT_MLA_DV + d] = acc[d] / sum;
             part_lse[slot * qh + h] = ls;
           }
         }
@@ -224,22 +217,14 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
 
 /* cgrt_mla_split_t64_row1: steps of one row (rows == 1); CTA (g, p) takes the
  * 64-token tiles p, p + P, ... of the row, partial p in slot p. With ranges of >= 2
- * 32-token tiles (CGRT_MLA_MIN_TILES_DEEP) the schedule's Pe is min(P, ceil(len / 64)),
+ * 32-token tiles (CGRT_MLA_MIN_TILES_ONE_ROW) the schedule's Pe is min(P, ceil(len / 64)),
  * exactly the CTAs that have a tile, so the metadata and the combine are the range
  * schedule's. */
 static void split_row1_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   split_core(l, p, off, 1, 1);
 }
 
-/* cgrt_mla_noop_split / cgrt_mla_noop_combine (CGRT_MLA_NOOP=1, timing floor): nothing. */
-static void noop_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  (void)l;
-  (void)p;
-  (void)off;
-}
-
-/* cgrt_mla_combine and cgrt_mla_combine_nospec (the same merge) (meta, part_o, part_lse,
- * out, lse, rows, q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column
+/* cgrt_mla_combine(meta, part_o, part_lse, out, lse, rows, q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column
  * slice; together the whole row): merges the partials of every row that more than one
  * range touched. */
 static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
@@ -262,29 +247,12 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
   }
 }
 
-#define SPLIT_SIZES {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4}
+/* The parameter list of each role (bytes of each parameter, in order). */
+#define PARAMS_OF_CGRT__MLA_SCHEDULE 7, {8, 8, 4, 4, 4, 4, 4}
+#define PARAMS_OF_CGRT__MLA_SPLIT 20, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4}
+#define PARAMS_OF_CGRT__MLA_SPLIT_ONE_ROW PARAMS_OF_CGRT__MLA_SPLIT
+#define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
+#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, ref) \
+  {#name, PARAMS_OF_##role, ref},
 
-const cgrt__ref_kernel cgrt__ref_table_mla[] = {
-    {"cgrt_mla_schedule", 7, {8, 8, 4, 4, 4, 4, 4}, schedule_ref},
-    {"cgrt_mla_split_m16", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_ts32", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64_ts32", 21, SPLIT_SIZES, split_ref},
-    /* kernels/mla_decode_wgmma.cu: the same operation and outputs as cgrt_mla_split_m64. */
-    {"cgrt_mla_split_m64_wgmma", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m64_wgmma2s4", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_auto", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_chunk", 21, SPLIT_SIZES, split_ref}, /* auto with other KV copies */
-    {"cgrt_mla_split_m16_deep", 21, SPLIT_SIZES, split_ref},  /* 1 CTA/SM, 4 x 32 tokens */
-    {"cgrt_mla_split_m16_nobta", 21, SPLIT_SIZES, split_ref}, /* auto, bt read at issue */
-    {"cgrt_mla_split_m16_auto_early", 21, SPLIT_SIZES, split_ref}, /* schedule before the PDL wait */
-    {"cgrt_mla_split_m16_deep_early", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_m16_s3", 21, SPLIT_SIZES, split_ref},
-    {"cgrt_mla_split_t64", 21, SPLIT_SIZES, split_ref}, /* kernels/mla_decode_t64.cu */
-    {"cgrt_mla_split_t64_row1", 21, SPLIT_SIZES, split_row1_ref},
-    {"cgrt_mla_noop_split", 21, SPLIT_SIZES, noop_ref},
-    {"cgrt_mla_noop_combine", 7, {8, 8, 8, 8, 8, 4, 4}, noop_ref},
-    {"cgrt_mla_combine", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref},
-    {"cgrt_mla_combine_nospec", 7, {8, 8, 8, 8, 8, 4, 4}, combine_ref}, /* combine, A/B */
-    {0},
-};
+const cgrt__ref_kernel cgrt__ref_table_mla[] = {CGRT__MLA_KERNELS(REF_ENTRY){0}};

@@ -1,7 +1,7 @@
-// Device building blocks shared by the MLA split kernels (kernels/mla_decode.cu,
-// kernels/mla_decode_wgmma.cu and kernels/mla_decode_t64.cu): the fused schedule, padding
-// rows, range lookup, the last-CTA counters and partial merge, and small conversions. One copy, so that every split kernel derives
-// the same ranges as cgrt_mla_schedule and the C reference (kernels/mla_decode_ref.c).
+// Device building blocks shared by the MLA kernels (the .cu files of kernels/mla/): the
+// fused schedule, padding rows, range lookup, the last-CTA counters and partial merge,
+// and small conversions. One copy, so that every split kernel derives the same ranges as
+// cgrt_mla_schedule and the C reference (kernels/mla/ref.c).
 #ifndef CGRT_KERNELS_MLA_SPLIT_CUH
 #define CGRT_KERNELS_MLA_SPLIT_CUH
 
@@ -58,7 +58,7 @@ __device__ __forceinline__ int part_of(long long t, int T, int P) {
 
 // Ranges in use for T tiles: at most P, at least |min_tiles| tiles each (fewer partials
 // to merge for short batches), never more than T so that no range is empty, at least 1.
-// min_tiles < 0 (align, CGRT_MLA_ALIGN): rounded down to a multiple a of rows (equal rows
+// min_tiles < 0 (row-aligned ranges, see kernels/mla/common.h): rounded down to a multiple a of rows (equal rows
 // then split at row bounds) when that drops at most 1/16 of them and the ranges stay
 // short (<= CGRT_MLA_ALIGN_MAX_TILES tiles), where a row restart costs most.
 __device__ __forceinline__ int ranges_in_use(int T, int P, int min_tiles, int rows) {

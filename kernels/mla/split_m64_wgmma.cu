@@ -1,8 +1,8 @@
-// MLA decode split kernel for 64 query heads per CTA on wgmma (sm_90a):
-// cgrt_mla_split_m64_wgmma, same parameters, schedule, ranges, partial slots and
-// last-CTA counter merge as cgrt_mla_split_m64 (kernels/mla_decode.cu), so the schedule
-// and combine kernels and the C reference (kernels/mla_decode_ref.c) serve both.
-// Host side: kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma).
+// MLA decode split kernel for 17 to 64 query heads per CTA on wgmma (sm_90a):
+// cgrt_mla_split_m64_wgmma. Same parameters, schedule, ranges, partial slots and
+// last-CTA counter merge as every split kernel (kernels/mla/split.cuh), so the schedule
+// and combine kernels and the C reference (kernels/mla/ref.c) serve them all.
+// Host side: kernels/mla/plan.c; design: docs/mla_decode.md.
 //
 // CTA = 2 warpgroups (256 threads), 1 CTA per SM. Per row segment, Q (64 heads x 576)
 // sits in shared memory; KV tiles of 32 tokens stream through a 3-stage cp.async
@@ -32,21 +32,14 @@ constexpr int DV = CGRT_MLA_DV; // 512
 constexpr int TN = CGRT_MLA_TILE;
 constexpr int NT = 256;         // threads
 constexpr int CHUNKS = D / 8;   // 16-byte chunks per token
-// Dynamic shared memory: [alignment slack], Q, STAGES KV stages, P, then the small
+constexpr int STAGES = 3;       // KV stages of 32 tokens
+// Dynamic shared memory: 1 KB of alignment slack, Q, the KV stages, P, then the small
 // arrays (row maxima / sums of both warpgroups, fused schedule, flags).
 constexpr int SMALL_BYTES = 2 * 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
-template <int STAGES>
-struct Layout {
-  // Four stages fit only without the 1 KB slack: they rely on the 1024-byte alignment
-  // of the dynamic shared memory (no static shared memory in these kernels).
-  static constexpr int kSlack = STAGES >= 4 ? 0 : 1024;
-  static constexpr int kBytes = kSlack + kQBytes + STAGES * kStageBytes + kPBytes + SMALL_BYTES;
-};
-static_assert(Layout<3>::kBytes == 196140, "kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma) passes 196140");
-static_assert(Layout<4>::kBytes == 231980, "kernels/mla_plan.c (CGRT_MLA_SPLIT=wgmma2s4) passes 231980");
-static_assert(Layout<4>::kBytes <= 227 * 1024, "fits one CTA");
+constexpr int kBytes = 1024 + kQBytes + STAGES * kStageBytes + kPBytes + SMALL_BYTES;
+static_assert(kBytes == CGRT_MLA_M64_WGMMA_SMEM, "the kernel table passes CGRT_MLA_M64_WGMMA_SMEM");
+static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 
-template <int V2, int STAGES, int LU>
 __device__ __forceinline__ void split_m64_wgmma(
     const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,
     const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse, float *__restrict__ part_o,
@@ -54,7 +47,6 @@ __device__ __forceinline__ void split_m64_wgmma(
     int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
-  if (Layout<STAGES>::kSlack == 0 && shift != 0) __trap(); // never seen: the base is 1024-aligned
   unsigned char *sm = smem_raw + shift;
   const uint32_t s_q = smem_addr(sm);
   const uint32_t s_kv = s_q + kQBytes;
@@ -73,7 +65,7 @@ __device__ __forceinline__ void split_m64_wgmma(
   const int gq = lane >> 2, t4 = lane & 3;
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
 
-  // Fused schedule (seq_lens != nullptr, rows <= NT): as in cgrt_mla_split_m64.
+  // Fused schedule (seq_lens != nullptr, rows <= NT): as cgrt_mla_schedule computes it.
   const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
   const int *row_len = mb;
   const int *ts = mb + rows;
@@ -100,7 +92,7 @@ __device__ __forceinline__ void split_m64_wgmma(
     const int *btr = bt + (long long)(r / bl) * mbps;
 
     // A 32-token stage spans at most two pages (page size >= 16): the pages of tokens
-    // 0-15 and 16-31 of tile j (looked up ahead of the copies by the V2 pipeline).
+    // 0-15 and 16-31 of tile j.
     auto fetch_pages = [&](int j, long long &pg0, long long &pg1) {
       const int tb = j * kTS;
       pg0 = __ldg(btr + (tb >> ps_shift));
@@ -118,14 +110,10 @@ __device__ __forceinline__ void split_m64_wgmma(
         const bf16 *src = tok < 16 ? base0 + tok * D : base1 + (tok - 16) * D;
         cp_async16(dst + (ch >> 3) * kKBlock + swz(tok, ch & 7), ok ? src + ch * 8 : kv, ok ? 16 : 0);
       };
-      // LU = 1: unrolled (per-thread offsets hoisted, more registers), else a loop.
-      if (LU) {
+      // Unrolled: the per-thread offsets are hoisted out of the stage loop (more
+      // registers; the loop form measured 19% slower).
 #pragma unroll
-        for (int i = 0; i < kTS * CHUNKS / NT; i++) copy(i);
-      } else {
-#pragma unroll 1
-        for (int i = 0; i < kTS * CHUNKS / NT; i++) copy(i);
-      }
+      for (int i = 0; i < kTS * CHUNKS / NT; i++) copy(i);
     };
     auto load_tile = [&](int j, int stage) {
       long long pg0, pg1;
@@ -160,7 +148,7 @@ __device__ __forceinline__ void split_m64_wgmma(
 
     // Online softmax of stage it: part 1 scales S(it) (this warpgroup's 16 tokens, log2
     // domain), masks tokens past len and takes the row maxima of this half; part 2
-    // swaps them with the other warpgroup (bar 1; then mid()), rescales O and l and
+    // swaps them with the other warpgroup (bar 1), rescales O and l and
     // writes P(it) (bf16) to shared memory, visible to both warpgroups after bar 2.
     // O must not be in flight in part 2.
     auto softmax1 = [&](float (&s)[8], int it, float &mx0, float &mx1) {
@@ -183,7 +171,7 @@ __device__ __forceinline__ void split_m64_wgmma(
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
     };
-    auto softmax2 = [&](float (&s)[8], float mx0, float mx1, auto &&mid) {
+    auto softmax2 = [&](float (&s)[8], float mx0, float mx1) {
       // Tokens 0-15 of a stage always hold one below len: the merged maximum is finite.
       if (t4 == 0) {
         s_red[wg * 64 + tr0] = mx0;
@@ -192,7 +180,6 @@ __device__ __forceinline__ void split_m64_wgmma(
       bar_named(1, NT);
       mx0 = fmaxf(mx0, s_red[(wg ^ 1) * 64 + tr0]);
       mx1 = fmaxf(mx1, s_red[(wg ^ 1) * 64 + tr1]);
-      mid();
       const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
       const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
       m0 = mn0;
@@ -224,72 +211,25 @@ __device__ __forceinline__ void split_m64_wgmma(
       bar_named(2, NT);
     };
 
-    if (!V2) {
-      // V1: per stage S, softmax, P.V in turn; loads two stages ahead.
-      for (int it = 0; it < n; it++) {
-        cp_wait<STAGES - 2>();
-        fence_proxy_async();
-        __syncthreads(); // stage it landed for all; every warpgroup is done with stage it - 1
-        const uint32_t sk = s_kv + (it % STAGES) * kStageBytes;
-        float s[8];
-        mma_qk_issue(s, s_q, sk + wg * 16 * 128);
-        {
-          // Refill stage it - 1 while the tensor cores work (its block-table lookups too).
-          const int nx = it + STAGES - 1;
-          if (nx < n) load_tile(ja + nx, nx % STAGES);
-          cp_commit();
-        }
-        mma_qk_wait(s);
-        float mx0, mx1;
-        softmax1(s, it, mx0, mx1);
-        softmax2(s, mx0, mx1, [] {});
-        mma_pv(o, s_p, sk + wg * 4 * kKBlock);
-      }
-    } else {
-      // V2: S(it + 1) is issued before the softmax of stage it, so the tensor cores
-      // work during the softmax; P(it).V is issued after it and waited for at the top of
-      // the next step (with S(it + 1)). Loads run one stage ahead of S (3 stages) or
-      // two (4 stages). Two S accumulators alternate (a register array in flight is
-      // never copied).
-      float sa_[8], sb_[8];
-      long long pn0 = 0, pn1 = 0; // pages of the next tile to load
-      if (STAGES - 1 < n) fetch_pages(ja + STAGES - 1, pn0, pn1);
+    // Per stage S, softmax, P.V in turn; loads two stages ahead.
+    for (int it = 0; it < n; it++) {
       cp_wait<STAGES - 2>();
       fence_proxy_async();
-      __syncthreads(); // stage 0 (and Q) landed
-      mma_qk_issue(sa_, s_q, s_kv + wg * 16 * 128);
-      // S(it + 1) is issued unconditionally (at it = n - 1 over a stale stage, result
-      // unused): a conditional definition would make the compiler copy accumulators
-      // that are in flight, and ptxas then serializes the wgmma pipeline.
-      auto step = [&](float (&sc)[8], float (&sn)[8], int it) {
-        mma_wait_all(sc); // S(it) and P(it-1).V of this warpgroup done
-        fence_regs(o);
-        cp_wait<STAGES - 3>();
-        fence_proxy_async();
-        __syncthreads(); // stage it + 1 landed; both warpgroups done with stage it - 1 and P
-        mma_qk_issue(sn, s_q, s_kv + ((it + 1) % STAGES) * kStageBytes + wg * 16 * 128);
-        {
-          const int nx = it + STAGES - 1;
-          if (nx < n) {
-            load_tile_pg(ja + nx, nx % STAGES, pn0, pn1);
-            if (nx + 1 < n) fetch_pages(ja + nx + 1, pn0, pn1);
-          }
-          cp_commit();
-        }
-        float mx0, mx1;
-        softmax1(sc, it, mx0, mx1);
-        softmax2(sc, mx0, mx1, [] {});
-        mma_pv_issue(o, s_p, s_kv + (it % STAGES) * kStageBytes + wg * 4 * kKBlock);
-      };
-      int it = 0;
-      for (; it + 1 < n; it += 2) {
-        step(sa_, sb_, it);
-        step(sb_, sa_, it + 1);
+      __syncthreads(); // stage it landed for all; every warpgroup is done with stage it - 1
+      const uint32_t sk = s_kv + (it % STAGES) * kStageBytes;
+      float s[8];
+      mma_qk_issue(s, s_q, sk + wg * 16 * 128);
+      {
+        // Refill stage it - 1 while the tensor cores work (its block-table lookups too).
+        const int nx = it + STAGES - 1;
+        if (nx < n) load_tile(ja + nx, nx % STAGES);
+        cp_commit();
       }
-      if (it < n) step(sa_, sb_, it);
-      mma_wait_all(o);
-      mma_wait_all(sa_);
-      mma_wait_all(sb_);
+      mma_qk_wait(s);
+      float mx0, mx1;
+      softmax1(s, it, mx0, mx1);
+      softmax2(s, mx0, mx1);
+      mma_pv(o, s_p, sk + wg * 4 * kKBlock);
     }
     cp_wait<0>();
     __syncthreads(); // Q and the stages free for the next segment
@@ -345,20 +285,8 @@ __device__ __forceinline__ void split_m64_wgmma(
 
 } // namespace
 
-// Default for the m64 path (CGRT_MLA_SPLIT=wgmma): S, softmax, P.V in turn per 32-token
-// stage, 3 stages, copy loop unrolled (H200: 1.6x cgrt_mla_split_m64 at 128 heads; the
-// same kernel with the copy loop not unrolled, 36 registers fewer, measured 19% slower).
+// 17 to 64 query heads per CTA: S, softmax, P.V in turn per 32-token stage, 3 stages,
+// copy loop unrolled.
 extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_m64_wgmma<0, 3, 1>(CGRT_WG_ARGS);
-}
-// A/B only (CGRT_MLA_SPLIT=wgmma2s4): S of the next stage issued before the softmax of
-// this one (tensor cores busy during the softmax), 4 stages (loads two stages ahead of
-// S), copy loop not unrolled (255 registers and ~100 B of spill outside the loop
-// already). Measured on the H200 at the speed of the non-unrolled wgmma kernel, i.e.
-// 17-20% slower than the default; a V2 with the unrolled copies needs fewer registers
-// elsewhere first.
-extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma2s4(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_m64_wgmma<1, 4, 0>(CGRT_WG_ARGS);
+  split_m64_wgmma(CGRT_WG_ARGS);
 }

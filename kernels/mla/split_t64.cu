@@ -1,9 +1,9 @@
-// MLA decode split kernel for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
+// MLA decode split kernels for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
 // cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below). Same
-// parameters, schedule, ranges, partial slots and last-CTA counters as
-// cgrt_mla_split_m16 (kernels/mla_decode.cu), so the schedule and combine kernels and the
-// C reference (kernels/mla_decode_ref.c) serve both; the last CTA merges with t64_merge.
-// Host side: kernels/mla_plan.c (CGRT_MLA_SPLIT=t64).
+// parameters, schedule, ranges and partial slots as every split kernel
+// (kernels/mla/split.cuh), so the schedule and combine kernels and the C reference
+// (kernels/mla/ref.c) serve them all; under the counters strategy the last CTA of a row
+// merges with t64_merge. Host side: kernels/mla/plan.c; design: docs/mla_decode.md.
 //
 // Why token-major: with 16 heads a head-major product (M = heads) fills a quarter of a
 // wgmma, and mma.sync needs four warps to split every dot product and exchange S through
@@ -19,9 +19,8 @@
 // Pipeline: a 64-token tile is 9 column blocks of 64 tokens x 128 bytes (the 128-byte
 // swizzle of kernels/mla/wgmma.cuh), loaded as 3 sub-stages of 3 blocks (24 KB) into a
 // ring of 8 slots; while a tile computes, the next 5 sub-stages (120 KB) are in flight
-// (all 8 at the start of a segment). An L2 bulk prefetch of the rows 1, 2 or 4 tiles
-// further ahead was measured 18-48% slower at the memory-bound shapes (H200, sixth
-// session, bench/mla_decode/NOTES.md).
+// (all 8 at the start of a segment). (An L2 bulk prefetch of the rows 1, 2 or 4 tiles
+// further ahead measured 18-48% slower: docs/mla_decode.md.)
 // 1 CTA per SM (219420 bytes of shared memory).
 //
 // Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
@@ -56,9 +55,9 @@ constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
 constexpr int kBytes = 1024 + 9 * kQ16 + kSlots * kSub + kP16 + kSmall;
 static_assert(kSlots - 3 == kAhead, "the ring holds one tile plus the sub-stages ahead");
 static_assert(16 * kOStr * 4 <= kSlots * kSub, "the output staging fits in the ring");
-static_assert(kBytes == CGRT_MLA_T64_SMEM, "kernels/mla_plan.c passes CGRT_MLA_T64_SMEM");
+static_assert(kBytes == CGRT_MLA_T64_SMEM, "the kernel table passes CGRT_MLA_T64_SMEM");
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
-static_assert(CGRT_MLA_MIN_TILES_DEEP == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
+static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
 // S^T = K . Q^T of one tile; kb(cb): shared address of column block cb (0..8) of the
 // tile. t64_qk_issue starts the product (wgmma: one commit group), t64_qk_wait waits.
@@ -144,16 +143,13 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 // COUNTERS, in the CTA that arrived last for row r: merges the row's nsplit partials
 // (slots slot0..) of heads h_begin .. + nh into out and lse, in slot order whichever CTA
 // is last (so the result does not depend on the arrival order). Up to kMergeSmemMax
-// partials, folded in with a running maximum of the LSEs, batches of
-// kMergeBatch land in shared memory behind the staging (buf) with cp.async, one round
-// trip per batch, and the CTA's own partial (slot own) is read from the staging rows
-// s_stage; past that (few long rows, e.g. one row split 32 ways), a pass over the LSEs,
-// then one partial per round trip from global memory into registers, which measured
-// faster there (batches through shared memory: 38.5 against 25.8 us at one row split 32
-// ways). Thread tid: head tid >> 3,
-// float4 columns (tid & 7) + 8 k. Whole CTA. H200, 16 heads x 8192 tokens, against the
-// second form for every count: -5.0..-5.2% at 32 rows (4 partials a row), -6.5% at 16
-// rows (8) (bench/mla_decode/NOTES.md, tenth pass).
+// partials, folded in with a running maximum of the LSEs, batches of kMergeBatch land in
+// shared memory behind the staging (buf) with cp.async, one round trip per batch, and
+// the CTA's own partial (slot own) is read from the staging rows s_stage; past that
+// (few long rows, e.g. one row split 32 ways), a pass over the LSEs, then one partial
+// per round trip from global memory into registers, which measured faster there
+// (figures: docs/mla_decode.md). Thread tid: head tid >> 3, float4 columns (tid & 7) +
+// 8 k. Whole CTA.
 constexpr int kMergeBatch = 4;
 constexpr int kMergeSmemMax = 2 * kMergeBatch;
 constexpr int kStageBytes = 16 * kOStr * 4;
@@ -246,24 +242,16 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
   }
 }
 
-// PROF = 1 (cgrt_mla_split_t64_prof, _row1_prof: CGRT_MLA_SPLIT=t64prof with
-// CGRT_MLA_NOOP=2, diagnostics only): thread 0 stamps %globaltimer at entry (0), after the
-// schedule (1), after the prologue's copies are issued (3), when tile 0 has landed (4),
-// after its scores (5), when the last tile has landed (15), after the last tile (6) and at
-// exit (7), clock64 at entry and exit (12, 13), and writes them with %smid (10) and
-// whether the CTA had work (11) to out as 16 x u64 per CTA instead of any result (the
-// layout of cgrt_mla_split_m16_prof, read by mla_decode_bench --prof).
-//
-// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM, see mla_plan.c):
+// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM):
 // CTA (g, p) of P takes the 64-token tiles p, p + P, p + 2P, ... of the row, so the
 // block-table entries of its first four tiles do not depend on seq_len: they are read
 // together with seq_len (bounded by cap, the block table's columns), which takes one
 // dependent round trip off the chain seq_len -> entries -> KV of a one-row step. The
 // ranges in use are Pe = min(P, ceil(len / 64)) (the schedule's count with
-// CGRT_MLA_MIN_TILES_DEEP = 2), partial p in slot p, so the combine kernel and the
-// metadata are those of the range schedule. The C reference (kernels/mla_decode_ref.c)
-// takes the same tiles.
-template <int PROF, int ROW1 = 0>
+// CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the combine kernel and the
+// metadata are those of the range schedule. The C reference (kernels/mla/ref.c) takes the
+// same tiles.
+template <int ROW1>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -271,12 +259,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
                                           int cap, int min_tiles) {
-  unsigned long long stamp[16] = {};
-  auto mark = [&](int k) {
-    if (PROF && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(stamp[k]));
-  };
-  mark(0);
-  if (PROF && threadIdx.x == 0) stamp[12] = clock64();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
@@ -302,20 +284,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
-  // PROF: the stamps replace every result; written at exit, with or without work.
-  auto prof_exit = [&] {
-    mark(7);
-    if (PROF && threadIdx.x == 0) {
-      stamp[13] = clock64();
-      unsigned smid;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-      stamp[10] = smid;
-      unsigned long long *dst = reinterpret_cast<unsigned long long *>(out) + ((long long)p * G + g) * 16;
-#pragma unroll
-      for (int k = 0; k < 16; k++) dst[k] = stamp[k];
-    }
-  };
-
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
   // (tid >> 3) + 16 q4 of a tile (and of Q: head row tid >> 3).
   const int crow = tid >> 3, cch = tid & 7;
@@ -339,9 +307,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   // One segment of row r: its n tiles start at tokens tb0, tb0 + stride, ..., its tokens
   // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
   // in slots r + pf ..) or straight to out (nsplit == 1). pg0, pg1, pga, pgb: the entries
-  // of tiles 0-3. first: the CTA's first segment (PROF stamps).
+  // of tiles 0-3.
   auto segment = [&](int r, int tb0, int stride, int tend, int n, int pf, int nsplit, int (&pg0)[4],
-                     int (&pg1)[4], int (&pga)[4], int (&pgb)[4], bool first) {
+                     int (&pg1)[4], int (&pga)[4], int (&pgb)[4]) {
     const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
     // slot k % 8; one commit group each (empty past the segment), so that wait_group
@@ -377,7 +345,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     // starts with 8 sub-stages in flight.
 #pragma unroll
     for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    if (first) mark(3);
 
     float o[8][8];
 #pragma unroll
@@ -398,8 +365,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       else cp_wait<2>();
       fence_proxy_async();
       __syncthreads();
-      if (first && it == 0) mark(4);
-      if (it == n - 1) mark(15);
       auto kb = [&](int cb) -> uint32_t {
         return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
       };
@@ -416,7 +381,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
       }
       t64_qk_wait(s);
-      if (first && it == 0) mark(5);
 
       // Online softmax down the token rows (log2 domain; tokens past the segment masked).
       const int tk = tb0 + stride * it + ta;
@@ -471,7 +435,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       t64_pv(o, kb, s_p);
     }
     cp_wait<0>();
-    mark(6);
 
     // Row sums: the 8 lanes of a head column, then the 4 warps.
 #pragma unroll
@@ -501,7 +464,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
     });
     const long long slot = (long long)r + p;
-    if (!PROF && warp == 0 && gq == 0) {
+    if (warp == 0 && gq == 0) {
 #pragma unroll
       for (int h = 0; h < 4; h++) {
         const int head = head_of(h);
@@ -512,7 +475,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       }
     }
     __syncthreads();
-    for (int id = tid; !PROF && id < nh * (DV / 4); id += NT) {
+    for (int id = tid; id < nh * (DV / 4); id += NT) {
       const int head = id / (DV / 4), c4 = id - head * (DV / 4);
       const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
       if (nsplit == 1)
@@ -520,7 +483,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       else
         *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
     }
-    if (!PROF && nsplit > 1 && counters != nullptr &&
+    if (nsplit > 1 && counters != nullptr &&
         cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
       t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, s_stage,
                 reinterpret_cast<float *>(sm + 9 * kQ16 + kStageBytes));
@@ -538,7 +501,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     entries(bt, tb0 + 3 * stride, cap, pgb);
     int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
     len = len < 0 ? 0 : (len > cap ? cap : len);
-    mark(1);
     const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
     if (seq_lens != nullptr && g == 0 && p == 0 && tid == 0) {
       // The metadata of the range schedule for the combine kernel: length, tile offset
@@ -549,20 +511,16 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       mw[2] = (len + TN - 1) / TN;
       mw[3] = Pe;
     }
-    if (PROF) stamp[11] = p < n64;
     if (p >= n64) {
       if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
-      if (PROF) prof_exit();
       return;
     }
-    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pga, pgb, true);
+    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pga, pgb);
   } else {
     const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
-    mark(1);
     const int *row_len = mb;
     const int *ts = mb + rows;
     const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
-    if (PROF) stamp[11] = cr.work;
     for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
       cgrt_mla::Segment sg;
       if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
@@ -573,29 +531,18 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       entries(btr, tok0 + 64, tend, pg1);
       entries(btr, tok0 + 128, tend, pga);
       entries(btr, tok0 + 192, tend, pgb);
-      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pga, pgb, r == cr.lo);
+      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pga, pgb);
     }
   }
-  if (PROF) prof_exit();
 }
 
 } // namespace
 
-// CGRT_MLA_SPLIT=t64: up to 16 query heads per CTA (the m16 path's head groups).
+// Up to 16 query heads per CTA: steps of any number of rows.
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_PARAMS) {
-  (void)alt_max;
   split_t64<0>(CGRT_WG_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_prof(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_t64<1>(CGRT_WG_ARGS);
-}
-// Steps of one row (ROW1 above; the plan's one-row kernel); _prof for the timeline.
+// Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_t64<0, 1>(CGRT_WG_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_prof(CGRT_WG_PARAMS) {
-  (void)alt_max;
-  split_t64<1, 1>(CGRT_WG_ARGS);
+  split_t64<1>(CGRT_WG_ARGS);
 }

@@ -1,6 +1,6 @@
-/* Building blocks of the wgmma MLA decode kernel (kernels/mla_decode_wgmma.cu): the
- * shared-memory layout of Q, the KV stages and P, the wgmma descriptors, and the two
- * tile products with an mma.sync fallback over the same layout.
+/* Building blocks of the wgmma MLA split kernels (kernels/mla/split_t64.cu,
+ * kernels/mla/split_m64_wgmma.cu): the shared-memory layout of Q, the KV stages and P, the
+ * wgmma descriptors, and the tile products with an mma.sync fallback over the same layout.
  *
  * Layout (all three operands): a matrix of R rows (heads or tokens) x C bf16 columns is
  * stored as C / 64 column blocks of R rows x 128 bytes; inside a block, 16-byte chunk j
@@ -28,14 +28,14 @@
 #define CGRT_WG_HAS_WGMMA 0
 #endif
 
-// Parameters of the wgmma split kernels: those of cgrt_mla_split_m16 / _m64
-// (kernels/mla_decode.cu), in the same order, so that one launch serves all of them.
+// Parameters of every split kernel, in the order kernels/mla/plan.c passes them (one
+// launch serves all of them; the C reference reads them in this order too).
 #define CGRT_WG_PARAMS                                                                                     \
   const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,                     \
       const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,                       \
       float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows,  \
       int qh, int hg, int P, int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,       \
-      int cap, int min_tiles, int alt_max
+      int cap, int min_tiles
 #define CGRT_WG_ARGS \
   q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, seq_lens, cap, min_tiles
 
@@ -94,7 +94,7 @@ __device__ __forceinline__ void wg_wait() {
 
 // D[64 x 16] (+)= A[64 x 16] . B[16 x 16], A and B from shared memory (descriptors), B
 // K-major; A K-major (TA = 0) or MN-major (TA = 1: the 64 rows of A are the contiguous
-// columns of a shared-memory block; kernels/mla_decode_t64.cu, O^T += V^T . P^T).
+// columns of a shared-memory block; kernels/mla/split_t64.cu, O^T += V^T . P^T).
 // scale_d = 0 overwrites D.
 template <int TA>
 __device__ __forceinline__ void wgmma_m64n16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {

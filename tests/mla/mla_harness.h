@@ -1,6 +1,6 @@
-// Shared fixture of the MLA decode tests (mla_test.cc, mla_wgmma_test.cc): cases run
+// Shared fixture of the MLA decode tests (the test files of tests/mla/): cases run
 // through the public API (include/cgrt/cgrt_mla.h) against an independent fp32 host
-// reference.
+// reference, and the kernels each step launched.
 #ifndef CGRT_TESTS_MLA_MLA_HARNESS_H
 #define CGRT_TESTS_MLA_MLA_HARNESS_H
 
@@ -14,10 +14,12 @@
 #include <initializer_list>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cgrt/cgrt_mla.h"
+#include "kernels/mla/kernel_table.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
 
@@ -47,31 +49,13 @@ struct Case {
   int programmatic_launch = 0;  // cgrt_mla_options.programmatic_launch
 };
 
-// Sets an environment variable for its lifetime and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    const char *old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+// The rows of kernels/mla/kernel_table.h.
+const cgrt__mla_kernel kTable[] = {CGRT__MLA_KERNELS(CGRT__MLA_KERNEL_ROW)};
 
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
 // CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
-// case through the public API and compares it with an fp32 host reference.
+// case through the public API, compares it with an fp32 host reference and records the
+// kernels the step launches (launched_).
 const cgrt_mla_combine kBoth[] = {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS};
 
 class Harness : public ::testing::Test {
@@ -121,6 +105,47 @@ class Harness : public ::testing::Test {
     info->size = sizeof *info;
     EXPECT_EQ(cgrt_mla_plan_get_info(p, info), CGRT_SUCCESS) << cgrt_last_error();
     return p;
+  }
+
+  // The kernels (table names) that one step of plan with args a enqueues: the step is
+  // captured into a graph (not launched) and its kernel nodes looked up in the table; a
+  // kernel outside the table fails the test.
+  std::vector<std::string> step_kernels(cgrt_mla_plan *plan, const cgrt_mla_args &a) {
+    const cgrt__driver *d = rt_->drv;
+    std::vector<std::string> names;
+    CUstream s = nullptr;
+    EXPECT_EQ(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    EXPECT_EQ(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    const cgrt_status st = cgrt_mla_decode(plan, s, &a);
+    CUgraph g = nullptr;
+    EXPECT_EQ(d->cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    EXPECT_EQ(st, CGRT_SUCCESS) << cgrt_last_error();
+    size_t n = 0;
+    if (g) {
+      EXPECT_EQ(d->cuGraphGetNodes(g, nullptr, &n), CUDA_SUCCESS);
+    }
+    std::vector<CUgraphNode> nodes(n);
+    if (n) {
+      EXPECT_EQ(d->cuGraphGetNodes(g, nodes.data(), &n), CUDA_SUCCESS);
+    }
+    for (CUgraphNode node : nodes) {
+      CUgraphNodeType type;
+      EXPECT_EQ(d->cuGraphNodeGetType(node, &type), CUDA_SUCCESS);
+      if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+      CUDA_KERNEL_NODE_PARAMS kp;
+      memset(&kp, 0, sizeof kp);
+      EXPECT_EQ(d->cuGraphKernelNodeGetParams(node, &kp), CUDA_SUCCESS);
+      std::string name;
+      for (const cgrt__mla_kernel &k : kTable) {
+        CUfunction f = nullptr;
+        if (cgrt__runtime_function(rt_, k.name, &f) == CGRT_SUCCESS && f == kp.func) name = k.name;
+      }
+      EXPECT_NE(name, "") << "a step launched a kernel that kernels/mla/kernel_table.h does not list";
+      names.push_back(name);
+    }
+    if (g) d->cuGraphDestroy(g);
+    d->cuStreamDestroy(s);
+    return names;
   }
 
   // Seed of a case's random inputs (a fixture may pick its own test vectors).
@@ -199,6 +224,7 @@ class Harness : public ::testing::Test {
         ASSERT_EQ(memcmp(lse.data(), lse_i.data(), lse.size() * 4), 0) << "launch " << i << " changed the LSE";
       }
     }
+    for (const std::string &k : step_kernels(plan, a)) launched_.insert(k);  // after the warm-up
 
     // Host fp32 reference, full context per row.
     double num = 0, den = 0, max_dlse = 0;
@@ -301,21 +327,16 @@ class Harness : public ::testing::Test {
   cgrt_runtime *rt_ = nullptr;
   bool emulated_ = false;
   std::vector<CUdeviceptr> allocs_;
+  std::set<std::string> launched_;  // the kernels of the steps check() ran
 };
 
-// A Harness for one split kernel: its cases run with CGRT_MLA_SPLIT = split (set from
-// SetUp to TearDown), and every plan must report the split kernel expect_ (a test may
-// change expect_ along with other knobs).
+// A Harness for one split kernel: every plan of its cases must report split kernel
+// expect_ (set by start()).
 class SplitHarness : public Harness {
  protected:
-  void start(const std::string &split, const std::string &expect) {
-    env_.reset(new ScopedEnv("CGRT_MLA_SPLIT", split.c_str()));
+  void start(const std::string &expect) {
     expect_ = expect;
     Harness::SetUp();
-  }
-  void TearDown() override {
-    Harness::TearDown();
-    env_.reset();
   }
   void check_plan(cgrt_mla_plan *plan) override {
     cgrt_mla_plan_info info{};
@@ -324,7 +345,6 @@ class SplitHarness : public Harness {
     EXPECT_EQ(std::string(info.split_kernel), expect_);
   }
 
-  std::unique_ptr<ScopedEnv> env_;
   std::string expect_;
 };
 

@@ -1,6 +1,6 @@
-// cgrt_mla_split_t64 (kernels/mla_decode_t64.cu, CGRT_MLA_SPLIT=t64): the token-major
-// wgmma kernel of the <= 16-heads-per-CTA path through the public API against the fp32
-// host reference, with both combine strategies. Its own edges: 64-token tiles over
+// cgrt_mla_split_t64 and cgrt_mla_split_t64_row1 (kernels/mla/split_t64.cu): the
+// token-major wgmma kernels of the <= 16-heads-per-CTA path through the public API
+// against the fp32 host reference, with both combine strategies. Its own edges: 64-token tiles over
 // ranges cut at 32-token tiles (a segment may start or end half way into a tile), the
 // 8-slot ring (segments of 1, 2, 3 and many tiles), head groups of 1..16 heads, the
 // counters merge (t64_merge: partials through shared memory up to 8, from global memory
@@ -15,7 +15,7 @@ using namespace mla_test;
 
 class MlaT64 : public SplitHarness {
  protected:
-  void SetUp() override { start("t64", "cgrt_mla_split_t64"); }
+  void SetUp() override { start("cgrt_mla_split_t64"); }
   unsigned case_seed(const Case &c) const override {
     return 4242u + c.heads * 17 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -100,20 +100,17 @@ TEST_F(MlaT64, ProgrammaticLaunch) {
     }
 }
 
-// The A/B knob of the workspace combine on this kernel's partials: other column-slice
-// counts than the shape picks (CGRT_MLA_NZ).
-TEST_F(MlaT64, CombineLaunchVariants) {
+// The workspace combine on this kernel's partials in each column-slice count the plan
+// picks: 64-column slices up to 32 (row, head) pairs, 128 up to 256, whole rows past.
+TEST_F(MlaT64, CombineColumnSlices) {
   std::mt19937 rng(3);
-  for (const char *knob : {"CGRT_MLA_NZ=1", "CGRT_MLA_NZ=2", "CGRT_MLA_NZ=4"}) {
-    const std::string kv = knob;
-    const size_t eq = kv.find('=');
-    ScopedEnv e(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
+  for (int reqs : {2, 6, 20}) {
     Case c;
-    c.reqs = 6;
+    c.reqs = reqs;
     c.page_size = 32;
     c.launches = 3;
     c.lens = mixed(c.reqs, emulated_ ? 600 : 9000, rng, true);
-    check(c, kv);
+    check(c, std::to_string(reqs) + " rows of 16 heads");
   }
 }
 
@@ -126,7 +123,7 @@ TEST_F(MlaT64, CombineLaunchVariants) {
 // keeps cgrt_mla_split_t64 for one row.
 class MlaT64Row1 : public SplitHarness {
  protected:
-  void SetUp() override { start("t64", "cgrt_mla_split_t64"); }
+  void SetUp() override { start("cgrt_mla_split_t64"); }
   void check_plan(cgrt_mla_plan *plan) override {
     SplitHarness::check_plan(plan);
     cgrt_mla_plan_info info{};
@@ -165,28 +162,16 @@ TEST_F(MlaT64Row1, InterleavedTiles) {
       }
 }
 
-// Without the fused schedule (CGRT_MLA_FUSE=0) the kernel reads the length from the
-// metadata of the schedule kernel; programmatic_launch 1 and 2 keep it (2 acts as 1);
-// the previous one-row kernel (CGRT_MLA_ONEROW=deep) takes its early form under 2.
-TEST_F(MlaT64Row1, ScheduleKernelAndProgrammaticLaunch) {
+// programmatic_launch 1 and 2 keep the one-row kernel (2 acts as 1).
+TEST_F(MlaT64Row1, ProgrammaticLaunch) {
   Case c;
   c.reqs = 1;
   c.lens = {9000};
   c.launches = 3;
-  {
-    ScopedEnv e("CGRT_MLA_FUSE", "0");
-    check(c, "schedule kernel");
-  }
   for (int pl : {1, 2}) {
     c.programmatic_launch = pl;
     check(c, "programmatic_launch " + std::to_string(pl));
   }
-  ScopedEnv e("CGRT_MLA_ONEROW", "deep");
-  expect_one_row_ = "cgrt_mla_split_m16_deep_early";
-  check(c, "deep, programmatic_launch 2");
-  c.programmatic_launch = 0;
-  expect_one_row_ = "cgrt_mla_split_m16_deep";
-  check(c, "deep");
 }
 
 TEST_F(MlaT64, KvCachePast2To31Elements) {

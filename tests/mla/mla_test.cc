@@ -1,4 +1,6 @@
 // MLA decode tests through the public API, against an independent fp32 host reference.
+#include <climits>
+
 #include "tests/mla/mla_harness.h"
 
 namespace {
@@ -122,10 +124,9 @@ TEST_F(Mla, MixedLengthsUpTo32768) {
   }
 }
 
-// Steps of one row run the one-row kernel (cgrt_mla_split_t64_row1 under the t64
-// default, cgrt_mla_split_m16_deep under CGRT_MLA_SPLIT=auto; one CTA per SM) with the
-// workspace combine, or the plan's split kernel with counters: lengths from one token to one
-// tile past a range, a padding row, 8 / 16 / 32 heads, every page size.
+// Steps of one row run the one-row kernel (cgrt_mla_split_t64_row1, one CTA per SM) with
+// the workspace combine, or the plan's split kernel with counters: lengths from one token
+// to one tile past a range, a padding row, 8 / 16 / 32 heads, every page size.
 TEST_F(Mla, SingleRowSteps) {
   std::vector<int> lens = {1, 31, 33, 700, 0, emulated_ ? 2000 : 8192};
   if (!emulated_) lens.push_back(32768);
@@ -144,8 +145,7 @@ TEST_F(Mla, SingleRowSteps) {
       }
 }
 
-// programmatic_launch 1 (wait at the top) and 2 (schedule before the wait in the
-// mma.sync kernels of CGRT_MLA_SPLIT=auto; the default kernels treat 2 as 1): the same
+// programmatic_launch 1 (wait at the top) and 2 (the kernels treat it as 1): the same
 // results, back-to-back launches on one stream (each launch's split may start while the
 // previous launch's combine runs).
 TEST_F(Mla, ProgrammaticLaunch) {
@@ -239,70 +239,48 @@ TEST_F(Mla, KvCachePast2To31Elements) {
   check_kv_past_2to31(16);
 }
 
-// Sets one environment knob of kernels/mla_plan.c for a scope (plans read them at
-// creation) and puts the previous value back.
-class EnvKnob {
- public:
-  EnvKnob(const char *name, const char *value) : name_(name) {
-    const char *old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~EnvKnob() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
-// CGRT_MLA_ALIGN=0|1: ranges in use a multiple of rows (default on) or not. Same results
-// either way (padding rows, block rows, DCP, page sizes, m16 and m64, fused and separate
-// schedule), three launches per case.
-TEST_F(Mla, AlignedAndUnalignedRanges) {
+// Ranges in use rounded down to a multiple of rows (the kernels whose table row says
+// aligned: cgrt_mla_split_t64) or not (cgrt_mla_split_m64_wgmma), with padding rows,
+// block rows, DCP, page sizes, the fused and the separate schedule; three launches per
+// case.
+TEST_F(Mla, RangeShapes) {
   std::mt19937 rng(31);
-  for (int knob = 0; knob < 2; knob++) {
-    EnvKnob al("CGRT_MLA_ALIGN", knob ? "1" : "0");
-    for (cgrt_mla_combine cb : kBoth) {
-      const std::string tag = std::string(knob ? "align" : "no align") + (cb ? " counters" : " workspace");
-      Case c;
-      c.combine = cb;
-      c.launches = 3;
-      c.reqs = 1;
-      c.lens = {emulated_ ? 700 : 8192};
-      check(c, (tag + ": one long row").c_str());
-      c.reqs = emulated_ ? 6 : 32;
-      c.lens.assign(c.reqs, emulated_ ? 96 : 512);
-      check(c, (tag + ": equal rows").c_str());
-      c.lens = mixed(c.reqs, emulated_ ? 300 : 800, rng, true);
-      c.page_size = 16;
-      check(c, (tag + ": mixed rows with padding, page 16").c_str());
-      c.reqs = 3;
-      c.block_len = 2;
-      c.page_size = 32;
-      c.lens = {70, 0, emulated_ ? 260 : 3000};
-      check(c, (tag + ": block rows").c_str());
-      c.block_len = 1;
-      c.heads = 64;
-      c.lens = {emulated_ ? 200 : 2000, 1, 0};
-      check(c, (tag + ": 64 heads").c_str());
+  for (cgrt_mla_combine cb : kBoth) {
+    const std::string tag = cb ? "counters" : "workspace";
+    Case c;
+    c.combine = cb;
+    c.launches = 3;
+    c.reqs = 1;
+    c.lens = {emulated_ ? 700 : 8192};
+    check(c, tag + ": one long row");
+    c.reqs = emulated_ ? 6 : 32;
+    c.lens.assign(c.reqs, emulated_ ? 96 : 512);
+    check(c, tag + ": equal rows");
+    c.lens = mixed(c.reqs, emulated_ ? 300 : 800, rng, true);
+    c.page_size = 16;
+    check(c, tag + ": mixed rows with padding, page 16");
+    c.reqs = 3;
+    c.block_len = 2;
+    c.page_size = 32;
+    c.lens = {70, 0, emulated_ ? 260 : 3000};
+    check(c, tag + ": block rows");
+    c.block_len = 1;
+    c.heads = 64;
+    c.lens = {emulated_ ? 200 : 2000, 1, 0};
+    check(c, tag + ": 64 heads");
+    c.heads = 16;
+    c.dcp = 2;
+    c.lens = {90, 0, 257};
+    check(c, tag + ": dcp 2");
+    c.dcp = 1;
+    c.heads = 1;
+    c.lens = {33, 400, 0};
+    check(c, tag + ": 1 head");
+    if (!emulated_) {
       c.heads = 16;
-      c.dcp = 2;
-      c.lens = {90, 0, 257};
-      check(c, (tag + ": dcp 2").c_str());
-      c.dcp = 1;
-      c.heads = 1;
-      c.lens = {33, 400, 0};
-      check(c, (tag + ": 1 head").c_str());
-      if (!emulated_) {
-        c.heads = 16;
-        c.reqs = 200;  // rows > block size: the schedule kernel runs first
-        c.lens = mixed(c.reqs, 130, rng, true);
-        check(c, (tag + ": 200 rows").c_str());
-      }
+      c.reqs = 200;  // rows > block size: the schedule kernel runs first
+      c.lens = mixed(c.reqs, 130, rng, true);
+      check(c, tag + ": 200 rows");
     }
   }
 }
@@ -319,11 +297,10 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
     EXPECT_EQ(info.fast_path, x.fast) << x.heads;
     EXPECT_EQ(info.heads_per_cta, x.per_cta) << x.heads;
     EXPECT_EQ(info.head_groups, (x.heads + x.per_cta - 1) / x.per_cta) << x.heads;
-    // The kernel the plan launches is the one it reports.
+    // The split kernel is the table's for that many heads per CTA.
     ASSERT_NE(info.split_kernel, nullptr);
-    const std::string k = info.split_kernel;
-    if (x.per_cta > 16) EXPECT_EQ(k.rfind("cgrt_mla_split_m64", 0), 0u) << x.heads << ": " << k;
-    else EXPECT_TRUE(k.rfind("cgrt_mla_split_m16", 0) == 0 || k == "cgrt_mla_split_t64") << x.heads << ": " << k;
+    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 16 ? "cgrt_mla_split_m64_wgmma" : "cgrt_mla_split_t64")
+        << x.heads;
     cgrt_mla_plan_destroy(p);
   }
   // The example: 256 seqs, 16 heads, max_model_len 163840.
@@ -342,7 +319,9 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   cgrt_runtime_info ri{};
   ri.size = sizeof ri;
   CGRT_ASSERT_OK(cgrt_runtime_get_info(rt_, &ri));
-  if (ri.sm_count == 132) EXPECT_NEAR(info.fixed_split_bytes / 1073741824.0, 2.07, 0.01);
+  if (ri.sm_count == 132) {
+    EXPECT_NEAR(info.fixed_split_bytes / 1073741824.0, 2.07, 0.01);
+  }
   cgrt_mla_plan_destroy(p);
 }
 
@@ -369,8 +348,12 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
     // The default kernels on 132 SMs (the H200; the emulation reports 132): 16 heads
     // split 132 ways (cgrt_mla_split_t64), 128 heads 66 ways in groups of 64.
     const std::string k = info.split_kernel;
-    if (ri.sm_count == 132 && k == "cgrt_mla_split_t64" && heads == 16) EXPECT_EQ(info.counters_min_rows, 14);
-    if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_wgmma" && heads == 128) EXPECT_EQ(info.counters_min_rows, 27);
+    if (ri.sm_count == 132 && k == "cgrt_mla_split_t64" && heads == 16) {
+      EXPECT_EQ(info.counters_min_rows, 14);
+    }
+    if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_wgmma" && heads == 128) {
+      EXPECT_EQ(info.counters_min_rows, 27);
+    }
     cgrt_mla_plan_destroy(p);
     for (cgrt_mla_combine cb : kBoth) {
       p = plan_with_info(heads, 64, cb, &info);
@@ -423,7 +406,26 @@ TEST_F(Mla, BadArguments) {
   bad([](cgrt_mla_options &b) { b.max_num_seqs = 1 << 30; }, "rows overflow");
   bad([](cgrt_mla_options &b) { b.programmatic_launch = 3; }, "programmatic_launch 3");
   bad([](cgrt_mla_options &b) { b.programmatic_launch = -1; }, "programmatic_launch -1");
+  // ceil(max_model_len / page_size) in 64 bits: INT_MAX tokens is past the kernels'
+  // 2^30-token limit, whatever the page size (it used to wrap and succeed).
+  bad([](cgrt_mla_options &b) { b.max_model_len = INT_MAX; }, "max_model_len INT_MAX");
+  bad([](cgrt_mla_options &b) { b.max_model_len = INT_MAX; b.page_size = 16; b.max_num_seqs = 1; },
+      "max_model_len INT_MAX, page 16, 1 seq");
+  bad([](cgrt_mla_options &b) { b.max_model_len = (1 << 30) + 1; b.max_num_seqs = 1; }, "2^30 + 1 tokens");
+  // 2^31 or more 32-token tiles in a full step: the kernels count tiles in 32 bits.
+  bad([](cgrt_mla_options &b) { b.max_num_seqs = 1 << 20; b.max_model_len = 1 << 16; b.max_blocks_per_seq = 1 << 10; },
+      "tiles of a step");
+  bad([](cgrt_mla_options &b) { b.max_num_seqs = 1 << 16; b.max_blocks_per_seq = 1 << 16; }, "block table");
 
+  {
+    // The largest context: 2^30 tokens in one row (block table of 2^24 entries).
+    cgrt_mla_options big = o;
+    big.max_num_seqs = 1;
+    big.max_model_len = 1 << 30;
+    cgrt_mla_plan *q = nullptr;
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &big, &q));
+    cgrt_mla_plan_destroy(q);
+  }
   {
     // A struct from the first header (it ended at lane): the later fields take their
     // defaults, whatever follows in the caller's memory.

@@ -1,6 +1,6 @@
-// cgrt_mla_split_m64_wgmma (kernels/mla_decode_wgmma.cu, CGRT_MLA_SPLIT=wgmma): the
-// 64-heads-per-CTA path (48, 64, 128 query heads) through the public API against an
-// fp32 host reference, with both combine strategies. On the emulation (CI) the m64 C
+// cgrt_mla_split_m64_wgmma (kernels/mla/split_m64_wgmma.cu): the 64-heads-per-CTA path
+// (48, 64, 128 query heads) through the public API against an fp32 host reference, with
+// both combine strategies. On the emulation (CI) the m64 C
 // reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
 // kernel itself (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1).
 #include "tests/mla/mla_harness.h"
@@ -9,15 +9,9 @@ namespace {
 
 using namespace mla_test;
 
-// The tests run with CGRT_MLA_SPLIT=wgmma (the m64 default; an environment value
-// starting with "wgmma", e.g. wgmma2s4, tests that pipeline instead).
 class MlaWgmma : public SplitHarness {
  protected:
-  void SetUp() override {
-    const char *old = getenv("CGRT_MLA_SPLIT");
-    split_ = old && !strncmp(old, "wgmma", 5) ? old : "wgmma";
-    start(split_, "cgrt_mla_split_m64_" + split_);
-  }
+  void SetUp() override { start("cgrt_mla_split_m64_wgmma"); }
   unsigned case_seed(const Case &c) const override {
     return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -28,8 +22,6 @@ class MlaWgmma : public SplitHarness {
     c.heads = 64;
     return c;
   }
-
-  std::string split_;
 };
 
 TEST_F(MlaWgmma, HeadCountsBothStrategies) {
@@ -109,7 +101,7 @@ TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
     const bool m64 = info.heads_per_cta > 16;
-    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_" + split_, m64) << h << ": " << info.split_kernel;
+    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_wgmma", m64) << h << ": " << info.split_kernel;
     cgrt_mla_plan_destroy(p);
   }
 }

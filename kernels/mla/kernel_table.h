@@ -1,0 +1,66 @@
+/* The MLA decode kernels: one row per kernel of the .cu files of kernels/mla/, and only
+ * those kernels. The plan (kernels/mla/plan.c) picks its kernels from these rows by their
+ * constraints, looks them up by name and launches them with these block sizes and shared
+ * memory; the C references (kernels/mla/ref.c) register one entry per row; tests/mla
+ * iterate the rows (every row has a reference and runs). Adding a kernel: a row here,
+ * its source in a .cu file of kernels/mla/, and its reference in kernels/mla/ref.c.
+ * Plain C.
+ *
+ * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, ref)
+ *   name         the kernel's symbol (extern "C")
+ *   role         CGRT__MLA_SCHEDULE, CGRT__MLA_SPLIT (steps of any number of rows),
+ *                CGRT__MLA_SPLIT_ONE_ROW (steps of one row: the plan prefers it there
+ *                when the plan merges through the workspace), CGRT__MLA_COMBINE
+ *   threads      block size
+ *   smem         dynamic shared memory in bytes (0: none)
+ *   ctas_per_sm  CTAs per SM at that shared memory; split roles: the ranges P of a step
+ *                are SMs x ctas_per_sm / head groups (one wave)
+ *   hg_min, hg_max  query heads per CTA the kernel takes (split roles; 0 otherwise)
+ *   pages        page sizes it takes: a mask of CGRT__MLA_PAGE_16 / _32 / _64
+ *   aligned      1: the plan asks the schedule for row-aligned ranges (min_tiles
+ *                negated; see CGRT_MLA_ALIGN_MAX_TILES), where that was measured faster
+ *   ref          its C reference in kernels/mla/ref.c (which also gives the parameter
+ *                list of each role) */
+#ifndef CGRT_KERNELS_MLA_KERNEL_TABLE_H
+#define CGRT_KERNELS_MLA_KERNEL_TABLE_H
+
+#include "kernels/mla/common.h"
+
+typedef enum cgrt__mla_role {
+  CGRT__MLA_SCHEDULE,
+  CGRT__MLA_SPLIT,
+  CGRT__MLA_SPLIT_ONE_ROW,
+  CGRT__MLA_COMBINE
+} cgrt__mla_role;
+
+#define CGRT__MLA_PAGE_16 1
+#define CGRT__MLA_PAGE_32 2
+#define CGRT__MLA_PAGE_64 4
+#define CGRT__MLA_PAGES (CGRT__MLA_PAGE_16 | CGRT__MLA_PAGE_32 | CGRT__MLA_PAGE_64)
+
+/* clang-format off */
+#define CGRT__MLA_KERNELS(X)                                                                                                         \
+  X(cgrt_mla_schedule,        CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, schedule_ref)   \
+  X(cgrt_mla_split_t64,       CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_ref)      \
+  X(cgrt_mla_split_t64_row1,  CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_row1_ref) \
+  X(cgrt_mla_split_m64_wgmma, CGRT__MLA_SPLIT,          256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, split_ref)      \
+  X(cgrt_mla_combine,         CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, combine_ref)
+/* clang-format on */
+
+/* One row of the table as data (kernels/mla/plan.c and tests/mla). */
+typedef struct cgrt__mla_kernel {
+  const char *name;
+  cgrt__mla_role role;
+  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned;
+} cgrt__mla_kernel;
+
+#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, ref) \
+  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned},
+
+/* The mask bit of a page size (0 for other sizes). */
+static inline int cgrt__mla_page_bit(int page_size) {
+  return page_size == 16 ? CGRT__MLA_PAGE_16 : page_size == 32 ? CGRT__MLA_PAGE_32
+         : page_size == 64 ? CGRT__MLA_PAGE_64 : 0;
+}
+
+#endif /* CGRT_KERNELS_MLA_KERNEL_TABLE_H */
