@@ -1,14 +1,13 @@
 #!/bin/bash
 # MLA 16-head diagnostics in one H200 call (run from the repo root on the GPU machine;
-# binaries of `bazel build --config=gpu //bench/mla_decode:mla_decode_bench
-# //tests/mla:mla_test` in the folder $B, default .gpu_final):
-#  1. interleaved A/B of the short shapes, per call inside a graph (--ab, --layers 8);
-#  2. ncu of the default split kernel at (1,16,8192) and (32,16,8192) (--clock-control
-#     none, caches kept): raw metrics (stall reasons) and per-SASS-instruction samples
-#     exported as CSV;
-#  3. the per-CTA timeline (--prof) at batch 1 and 32;
-#  4. mla_test (default, CGRT_MLA_SPLIT=deep, CGRT_MLA_COPY=chunk), mla_wgmma_test, and
-#     racecheck on the 16-head tests.
+# binaries of `bazel build --config=gpu //bench/mla_decode:mla_decode_bench //tests/mla:all`
+# in the folder $B, default .gpu_final):
+#  1. interleaved A/B of the option variants at the short shapes, per call inside a
+#     graph (--ab, --layers 8);
+#  2. ncu of the split kernels at (1,16,8192) and (32,16,8192) (--clock-control none,
+#     caches kept): raw metrics (stall reasons) and per-SASS-instruction samples exported
+#     as CSV;
+#  3. the MLA test binaries, and racecheck on the 16-head tests.
 # Logs land in $OUT (default /tmp/mla_diag) and a short summary goes to stdout.
 set -u
 B=${B:-.gpu_final}
@@ -19,27 +18,20 @@ timeout 200 "$B/mla_decode_bench" --ab --shape 1,16,8192 --shape 32,16,8192 --sh
   --out "$O/ab.json" > "$O/ab.log" 2>&1
 grep -E "^A/B" "$O/ab.log"
 for shape in 1,16,8192 32,16,8192; do
-  for split in auto; do
-    tag="b${shape%%,*}_$split"
-    CGRT_MLA_SPLIT=$split timeout 90 ncu --clock-control none --cache-control none -k regex:cgrt_mla_split \
-      --launch-skip 40 --launch-count 1 --section SpeedOfLight --section LaunchStats \
-      --section WarpStateStats --section SourceCounters -f -o "$O/$tag" \
-      "$B/mla_decode_bench" --shape "$shape" --reps 10 --layers 0 --out "$O/ncu_$tag.json" > "$O/ncu_$tag.log" 2>&1
-    ncu -i "$O/$tag.ncu-rep" --page raw --csv > "$O/raw_$tag.csv" 2>&1
-    ncu -i "$O/$tag.ncu-rep" --page source --csv --print-source sass > "$O/src_$tag.csv" 2>&1
-    ncu -i "$O/$tag.ncu-rep" > "$O/details_$tag.txt" 2>&1
-    echo "ncu $tag: $(grep -E 'Duration|SM Active Cycles|Warp Cycles Per Issued' "$O/details_$tag.txt" | tr -s ' ' | tr '\n' ';')"
-  done
+  tag="b${shape%%,*}"
+  timeout 90 ncu --clock-control none --cache-control none -k regex:cgrt_mla_split \
+    --launch-skip 40 --launch-count 1 --section SpeedOfLight --section LaunchStats \
+    --section WarpStateStats --section SourceCounters -f -o "$O/$tag" \
+    "$B/mla_decode_bench" --shape "$shape" --reps 10 --layers 0 --out "$O/ncu_$tag.json" > "$O/ncu_$tag.log" 2>&1
+  ncu -i "$O/$tag.ncu-rep" --page raw --csv > "$O/raw_$tag.csv" 2>&1
+  ncu -i "$O/$tag.ncu-rep" --page source --csv --print-source sass > "$O/src_$tag.csv" 2>&1
+  ncu -i "$O/$tag.ncu-rep" > "$O/details_$tag.txt" 2>&1
+  echo "ncu $tag: $(grep -E 'Duration|SM Active Cycles|Warp Cycles Per Issued' "$O/details_$tag.txt" | tr -s ' ' | tr '\n' ';')"
 done
-timeout 100 "$B/mla_decode_bench" --prof --reps 20 --shape 1,16,8192 --shape 32,16,8192 \
-  --out "$O/prof.json" > "$O/prof.log" 2>&1
-grep -E "^(prof|  [a-z])" "$O/prof.log"
-for knob in "" CGRT_MLA_SPLIT=deep CGRT_MLA_COPY=chunk; do
-  env $knob timeout 120 "$B/mla_test" > "$O/mla_test_${knob#*=}.log" 2>&1
-  echo "mla_test ${knob:-default} rc=$? $(grep -h '^\[  PASSED\|^\[  FAILED' "$O/mla_test_${knob#*=}.log" | tr '\n' ' ')"
+for t in mla_test mla_t64_test mla_wgmma_test mla_kernel_table_test; do
+  timeout 200 "$B/$t" > "$O/$t.log" 2>&1
+  echo "$t rc=$? $(grep -h '^\[  PASSED\|^\[  FAILED' "$O/$t.log" | tr '\n' ' ')"
 done
-timeout 120 "$B/mla_wgmma_test" > "$O/mla_wgmma_test.log" 2>&1
-echo "mla_wgmma_test rc=$? $(grep -h '^\[  PASSED\|^\[  FAILED' "$O/mla_wgmma_test.log" | tr '\n' ' ')"
 timeout 200 compute-sanitizer --tool racecheck "$B/mla_test" \
   --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.PageSizes \
   > "$O/racecheck.log" 2>&1

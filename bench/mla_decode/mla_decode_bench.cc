@@ -4,8 +4,9 @@
 // (2 x heads x context x (576 + 512) per row), next to the device-to-device copy
 // bandwidth measured in the same run. JSON to stdout and to --out. Strategies: auto (the
 // options' default; "auto:cnt" / "auto:ws" says which one the step count takes),
-// workspace, counters. In the A/B (--ab) "default" is the workspace strategy with the
-// default knobs, and the variants change one knob each.
+// workspace, counters. The A/B (--ab) replays option variants in interleaved rounds:
+// "default" is the workspace strategy, "counters" the counters strategy, "pdl"
+// programmatic_launch 1.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -41,24 +42,6 @@
 
 static cgrt_runtime *rt;
 
-// Sets the knobs of mla_plan.c from "K=V K=V" (nullptr: clears them all).
-static void set_envs(const char *envs) {
-  for (const char *k : {"CGRT_MLA_SPLIT", "CGRT_MLA_COPY", "CGRT_MLA_BTA", "CGRT_MLA_PDL", "CGRT_MLA_MIN_TILES", "CGRT_MLA_FUSE",
-                        "CGRT_MLA_ALT_MAX", "CGRT_MLA_COMB", "CGRT_MLA_PARTS",
-                        "CGRT_MLA_NOOP", "CGRT_MLA_ALIGN", "CGRT_MLA_DEEP_ROWS", "CGRT_MLA_NZ", "CGRT_MLA_ONEROW"}) unsetenv(k);
-  if (!envs) return;
-  std::string e(envs);
-  size_t pos = 0;
-  while (pos < e.size()) {
-    size_t end = e.find(' ', pos);
-    if (end == std::string::npos) end = e.size();
-    const std::string kv = e.substr(pos, end - pos);
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
-    pos = end + 1;
-  }
-}
-
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -68,16 +51,11 @@ int main(int argc, char **argv) {
   std::string out_path = "bench/results/mla_decode_h200.json";
   int reps = 30;
   bool smoke = false;  // --smoke: tiny shapes, no L2 rotation (checks the flow, e.g. emulated)
-  bool ab = false;  // --ab: also time the tuning variants (environment knobs of mla_plan.c)
+  bool ab = false;  // --ab: also time the option variants, interleaved
   // --layers L: also time L decode calls captured back to back in one graph (each on its
   // own KV copy, as the layers of a model's decode graph do): the per-call time without
   // the graph's launch latency. 0: off.
   int layers = 8;
-  // --prof: per-CTA timeline of the 16-head split kernel (CGRT_MLA_SPLIT=prof, no-op
-  // combine), the last of 8 calls in one graph; quantiles per stamp, in us from the
-  // first CTA's entry. --prof-split t64prof: the same for cgrt_mla_split_t64.
-  bool prof = false;
-  std::string prof_split = "prof";
   std::vector<std::array<int, 3>> only;  // --shape b,h,ctx (repeatable): these shapes only
   std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
   for (int i = 1; i < argc; i++) {
@@ -86,8 +64,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smoke")) smoke = true;
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
-    else if (!strcmp(argv[i], "--prof")) prof = true;
-    else if (!strcmp(argv[i], "--prof-split") && i + 1 < argc) prof_split = argv[++i];
     else if (!strcmp(argv[i], "--variants") && i + 1 < argc) keep = "," + std::string(argv[++i]) + ",";
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::array<int, 3> sh{};
@@ -204,8 +180,9 @@ int main(int argc, char **argv) {
     CU(d->cuMemAlloc(&out, std::max<size_t>((size_t)batch * heads * 512 * 2, 1u << 20)));
     CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
     // Helpers of this shape: the arguments of a call on KV copy c (copies wrap only where
-    // one copy alone is past the L2 size), a plan created under a variant's environment
-    // knobs, a graph of n calls on consecutive copies, and the median of timed launches.
+    // one copy alone is past the L2 size), a plan of a combine strategy and
+    // programmatic_launch value, a graph of n calls on consecutive copies, and the median
+    // of timed launches.
     auto args_for = [&](size_t c) {
       cgrt_mla_args a;
       memset(&a, 0, sizeof a);
@@ -220,8 +197,7 @@ int main(int argc, char **argv) {
       a.softmax_scale = 0.0721f;
       return a;
     };
-    auto new_plan = [&](cgrt_mla_combine cb, const char *envs, cgrt_mla_plan_info *pi) {
-      set_envs(envs);
+    auto new_plan = [&](cgrt_mla_combine cb, int pl, cgrt_mla_plan_info *pi) {
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
       o.max_num_seqs = batch;
@@ -229,10 +205,10 @@ int main(int argc, char **argv) {
       o.page_size = ps;
       o.max_model_len = ctx;
       o.combine = cb;
+      o.programmatic_launch = pl;
       o.lane = lane++ % CGRT_MAX_LANES;
       cgrt_mla_plan *plan;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
-      set_envs(nullptr);
       if (pi) {
         pi->size = sizeof *pi;
         OK(cgrt_mla_plan_get_info(plan, pi));
@@ -268,9 +244,9 @@ int main(int argc, char **argv) {
       }
     };
     // One measurement: eager calls, one call per graph, and (--layers L) L calls per graph.
-    auto measure = [&](cgrt_mla_combine cb, const char *variant, const char *envs) {
+    auto measure = [&](cgrt_mla_combine cb, const char *variant) {
       cgrt_mla_plan_info pi{};
-      cgrt_mla_plan *plan = new_plan(cb, envs, &pi);
+      cgrt_mla_plan *plan = new_plan(cb, 0, &pi);
       for (int i = 0; i < 3; i++) {
         const cgrt_mla_args a = args_for(i);
         OK(cgrt_mla_decode(plan, st, &a));
@@ -331,44 +307,8 @@ int main(int argc, char **argv) {
       first = false;
       cgrt_mla_plan_destroy(plan);
     };
-    if (prof && heads <= 32 && info.driver != CGRT_DRIVER_CUDA) {
-      printf("prof: skipped (the timestamp kernel runs on a GPU only; driver is %s)\n",
-             cgrt_driver_kind_name(info.driver));
-    } else if (prof && heads <= 32) {
-      cgrt_mla_plan_info pi{};
-      const std::string penv = "CGRT_MLA_SPLIT=" + prof_split + " CGRT_MLA_NOOP=2";
-      cgrt_mla_plan *plan = new_plan(CGRT_MLA_COMBINE_WORKSPACE, penv.c_str(), &pi);
-      CUgraphExec x = capture(plan, 0, 8);
-      for (int i = 0; i < 400; i++) CU(d->cuGraphLaunch(x, st));  // clocks up
-      CU(d->cuStreamSynchronize(st));
-      const int nc = pi.splits * ((heads + 15) / 16);
-      std::vector<unsigned long long> v((size_t)nc * 16);
-      CU(d->cuMemcpyDtoH(v.data(), out, v.size() * 8));
-      unsigned long long t0 = ~0ull;
-      for (int c = 0; c < nc; c++) t0 = std::min(t0, v[(size_t)c * 16]);
-      double mhz = 0;
-      for (int c = 0; c < nc; c++)
-        mhz += (double)(v[(size_t)c * 16 + 13] - v[(size_t)c * 16 + 12]) /
-               (double)std::max(1ull, v[(size_t)c * 16 + 7] - v[(size_t)c * 16]) * 1e3 / nc;
-      printf("prof %s batch %3d heads %3d ctx %5d: %d CTAs, SM clock %.0f MHz; us from the first entry (min / p10 / "
-             "p50 / p90 / max)\n", pi.split_kernel, batch, heads, ctx, nc, mhz);
-      const char *names[16] = {"entry", "schedule", "bt entry in", "stage0 issued", "stage0 landed",
-                               "stage0 scores", "ranges done", "exit", "stage0 done", "again: scores",
-                               "", "", "", "", "loop left", "copies waited"};
-      for (int k : {0, 1, 2, 3, 4, 5, 8, 9, 14, 15, 6, 7}) {
-        std::vector<float> t;
-        for (int c = 0; c < nc; c++)
-          if (v[(size_t)c * 16 + 11] && v[(size_t)c * 16 + k]) t.push_back((v[(size_t)c * 16 + k] - t0) * 1e-3f);
-        if (t.empty()) continue;
-        std::sort(t.begin(), t.end());
-        printf("  %-14s %7.2f %7.2f %7.2f %7.2f %7.2f\n", names[k], t[0], t[t.size() / 10], t[t.size() / 2],
-               t[t.size() * 9 / 10], t.back());
-      }
-      d->cuGraphExecDestroy(x);
-      cgrt_mla_plan_destroy(plan);
-    }
     for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_AUTO, CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
-      measure(cb, "default", nullptr);
+      measure(cb, "default");
     if (ab) {
       // Interleaved A/B: every variant's plan and graphs first, then rounds that replay
       // each variant in turn, so that clock and power drift hit all of them alike.
@@ -376,80 +316,20 @@ int main(int argc, char **argv) {
       struct V {
         const char *name;
         cgrt_mla_combine cb;
-        const char *envs;
+        int pl;  // programmatic_launch
         cgrt_mla_plan *plan;
         std::vector<CUgraphExec> ex;
         std::vector<float> t;
       };
       std::vector<V> vs;
-      vs.push_back({"default", W, nullptr, nullptr, {}, {}});
-      // Fourth pass: the floor (kernels that return at once: same graph nodes; NOOP=2:
-      // the combine only, so the split kernel's own time), row-aligned ranges (ALIGN,
-      // default on since the fourth pass).
-      vs.push_back({"noalign", W, "CGRT_MLA_ALIGN=0", nullptr, {}, {}});
-      vs.push_back({"noop", W, "CGRT_MLA_NOOP=1", nullptr, {}, {}});
-      vs.push_back({"counters", C, nullptr, nullptr, {}, {}});
-      // Fifth pass: 64 query heads per CTA run cgrt_mla_split_m64_wgmma by default; "mma"
-      // is the previous mma.sync kernel (cgrt_mla_split_m64).
-      if (heads >= 48) vs.push_back({"mma", W, "CGRT_MLA_SPLIT=mma", nullptr, {}, {}});
-      // Seventh pass (fourth session): "deep": one CTA per SM with three 32-token stages in
-      // flight (a short batch's range loads at once).
-      if (heads <= 32) {
-        if (batch <= 4) vs.push_back({"deep", W, "CGRT_MLA_SPLIT=deep", nullptr, {}, {}});
-      }
-      if (heads <= 32 && batch <= 4) {
-        vs.push_back({"nodeep", W, "CGRT_MLA_DEEP_ROWS=0", nullptr, {}, {}});
-        vs.push_back({"deep_mt2", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"deep_mt3", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_MIN_TILES=3", nullptr, {}, {}});
-        vs.push_back({"deep_nocomb", W, "CGRT_MLA_SPLIT=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
-      }
-      // Eighth pass (fifth session): the combine without its one-row loads before the
-      // metadata (nospec).
-      if (batch <= 2) {
-        vs.push_back({"nospec", W, "CGRT_MLA_COMB=nospec", nullptr, {}, {}});
-        vs.push_back({"nospec_pdl", W, "CGRT_MLA_COMB=nospec CGRT_MLA_PDL=1", nullptr, {}, {}});
-      }
-      // Sixth pass: programmatic dependent launch of split and combine.
-      if (batch <= 64) {
-        vs.push_back({"pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
-      }
-      if (batch <= 4) {
-        vs.push_back({"mt2", W, "CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-        vs.push_back({"nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
-        vs.push_back({"nocomb_mt2", W, "CGRT_MLA_NOOP=2 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-      }
-      // Ninth pass (sixth session): the token-major wgmma kernel (kernels/mla_decode_t64.cu).
-      if (heads <= 32) {
-        vs.push_back({"m16", W, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
-        vs.push_back({"m16_cnt", C, "CGRT_MLA_SPLIT=auto", nullptr, {}, {}});
-        vs.push_back({"t64_nocomb", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_NOOP=2", nullptr, {}, {}});
-        if (batch >= 4 && batch <= 128) vs.push_back({"nz2", W, "CGRT_MLA_NZ=2", nullptr, {}, {}});
-        if (batch >= 32) vs.push_back({"t64_noalign", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
-        if (batch >= 32) vs.push_back({"t64_noal_cnt", C, "CGRT_MLA_SPLIT=t64 CGRT_MLA_ALIGN=0", nullptr, {}, {}});
-        if (batch <= 4) {
-          vs.push_back({"t64_nd_nocomb", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_DEEP_ROWS=0 CGRT_MLA_NOOP=2", nullptr, {}, {}});
-          vs.push_back({"t64_nd_mt2", W, "CGRT_MLA_SPLIT=t64 CGRT_MLA_DEEP_ROWS=0 CGRT_MLA_MIN_TILES=2", nullptr, {}, {}});
-          // programmatic_launch 2 of the previous default (schedule before the PDL wait).
-          vs.push_back({"m16_pdl2", W, "CGRT_MLA_SPLIT=auto CGRT_MLA_PDL=2", nullptr, {}, {}});
-        }
-      }
-      // Tenth pass (seventh session): one-row steps on cgrt_mla_split_t64_row1 (default)
-      // against the previous one-row kernel (deep), with programmatic launch 1 and 2, and
-      // each split kernel alone (nocomb). (Two S accumulator chains in row1, "row1_s2",
-      // measured +1.0% at (1,16,8192) and were removed.)
-      if (heads <= 32 && batch == 1) {
-        vs.push_back({"row1_pdl", W, "CGRT_MLA_PDL=1", nullptr, {}, {}});
-        vs.push_back({"row1_nocomb", W, "CGRT_MLA_NOOP=2", nullptr, {}, {}});
-        vs.push_back({"deep1", W, "CGRT_MLA_ONEROW=deep", nullptr, {}, {}});
-        vs.push_back({"deep1_pdl", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_PDL=1", nullptr, {}, {}});
-        vs.push_back({"deep1_pdl2", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_PDL=2", nullptr, {}, {}});
-        vs.push_back({"deep1_nocomb", W, "CGRT_MLA_ONEROW=deep CGRT_MLA_NOOP=2", nullptr, {}, {}});
-      }
+      vs.push_back({"default", W, 0, nullptr, {}, {}});
+      vs.push_back({"counters", C, 0, nullptr, {}, {}});
+      if (batch <= 64) vs.push_back({"pdl", W, 1, nullptr, {}, {}});
       if (!keep.empty())
         vs.erase(std::remove_if(vs.begin() + 1, vs.end(),
                                 [&](const V &v) { return keep.find("," + std::string(v.name) + ",") == std::string::npos; }),
                  vs.end());
-      for (V &v : vs) v.plan = new_plan(v.cb, v.envs, nullptr);
+      for (V &v : vs) v.plan = new_plan(v.cb, v.pl, nullptr);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and
       // may differ in split count, so a later plan could still grow (and move) a lane's
       // workspace that an earlier variant's graphs already point to.
@@ -479,9 +359,9 @@ int main(int argc, char **argv) {
                ctx, v.name, us, per > 1 ? " per call in graph" : "", tbps, 100.0 * (us - base) / base);
         char b[512];
         snprintf(b, sizeof b,
-                 "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"variant\": \"%s\", \"env\": \"%s\", "
+                 "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"variant\": \"%s\", \"programmatic_launch\": %d, "
                  "\"combine\": \"%s\", \"calls_per_graph\": %d, \"us_per_call_median\": %.3f, \"kv_tbps\": %.4f}",
-                 jab.empty() ? "" : ",\n", batch, heads, ctx, v.name, v.envs ? v.envs : "",
+                 jab.empty() ? "" : ",\n", batch, heads, ctx, v.name, v.pl,
                  v.cb == C ? "counters" : "workspace", per, us, tbps);
         jab += b;
         for (auto e : v.ex) d->cuGraphExecDestroy(e);
