@@ -43,12 +43,7 @@ run graphs_test 150 "$B/graphs_test"
 run mla_test 420 "$B/mla_test"
 run mla_wgmma_test 150 "$B/mla_wgmma_test"
 run mla_t64_test 150 "$B/mla_t64_test"
-# The one-CTA-per-SM 16-head split kernel (CGRT_MLA_SPLIT=deep, A/B variant "deep" of the
-# benchmark) and the previous 16-head default (auto: mma.sync, "m16" in the A/B):
-# correctness on the GPU before their timings are trusted.
-# (mla_test runs next to the sanitizers: 420 s; the variants skip the > 4 GiB KV case.)
-run mla_test_deep 420 env CGRT_MLA_SPLIT=deep "$B/mla_test" --gtest_filter=-*2To31*
-run mla_test_m16 420 env CGRT_MLA_SPLIT=auto "$B/mla_test" --gtest_filter=-*2To31*
+run mla_kernel_table_test 150 "$B/mla_kernel_table_test"
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
 run mla_t64_test_ptx_jit 420 env CUDA_FORCE_PTX_JIT=1 "$B/mla_t64_test"
 [ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
@@ -70,11 +65,11 @@ run memcheck_while 200 compute-sanitizer --tool memcheck --report-api-errors no 
 run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_test" --gtest_filter=-*2To31*
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_t64 300 compute-sanitizer --tool racecheck "$B/mla_t64_test" \
-  --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows:MlaT64Row1.ScheduleKernelAndProgrammaticLaunch
+  --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows:MlaT64Row1.ProgrammaticLaunch
 run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_t64_test" --gtest_filter=-*2To31*
 # The default 16-head kernel (cgrt_mla_split_t64 since the sixth session) on mla_test.
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \
-  --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.AlignedAndUnalignedRanges
+  --gtest_filter=Mla.HeadCountsBothStrategies:Mla.PaddingRows:Mla.NonCausalBlockRows:Mla.RangeShapes
 # One-row steps: the one-row split kernel (cgrt_mla_split_t64_row1) and the combine's
 # 64-column slices (nz 8).
 [ "$QUICK" != 1 ] && run racecheck_one_row 420 compute-sanitizer --tool racecheck "$B/mla_test" \
