@@ -12,12 +12,8 @@
  *      equal ranges, one per CTA (balanced whatever the mix of lengths); for short
  *      batches (num_rows <= the split kernel's block size) the split kernel does this
  *      itself and the scheduling kernel is not launched;
- *   2. the split kernel (tensor cores, cp.async pipeline), one CTA per (head group,
- *      range), persistent over its range's rows: up to 16 query heads per CTA on sm_90a
- *      wgmma with the 64 tokens of a KV tile as the matrix rows (cgrt_mla_split_t64;
- *      steps of one row: cgrt_mla_split_t64_row1, whose CTA p takes the 64-token tiles
- *      p, p + P, ...), 64 heads per CTA on wgmma with the heads as the rows
- *      (cgrt_mla_split_m64_wgmma);
+ *   2. the split kernel, one CTA per (head group, range), persistent over its range's
+ *      rows (cgrt_mla_plan_info names it; steps of one row may take a one-row kernel);
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
  *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
  *      counted in the runtime's counter buffer and resetting its counter to 0. AUTO (the
@@ -26,10 +22,10 @@
  * step, so the sequence can be captured into a CUDA graph once per batch bucket.
  *
  * Partial results live in a locked workspace reservation ("mla.decode" in the plan's
- * lane) sized at creation for (max_rows + splits) x q_heads x 513 fp32 (at least 144
- * slots), where splits is the SM count divided by the head groups (one CTA per SM):
- * for 256 rows, 16 heads on 132 SMs, 12 MiB instead of the 2.07 GiB of a fixed
- * next_pow2(max_model_len / 512) split. */
+ * lane) sized at creation: (max_rows + splits) x q_heads x 513 fp32 (at least 144
+ * slots) plus (2 max_rows + 2) int32 of metadata, where splits is the SM count divided
+ * by the head groups (one CTA per SM). The design and its measurements:
+ * docs/mla_decode.md. */
 #ifndef CGRT_MLA_H
 #define CGRT_MLA_H
 
@@ -43,22 +39,17 @@ extern "C" {
 typedef struct cgrt_mla_plan cgrt_mla_plan;
 
 typedef enum cgrt_mla_combine {
-  /* Split kernel writes partials to the workspace; a separate combine kernel merges.
-   * Fastest for short batches (one row of 16 heads x 8192 tokens on the H200: 10.6-10.8
-   * us against 24-26 us with COUNTERS). */
+  /* The split kernel writes partials to the workspace; a separate combine kernel merges
+   * them. Suits short batches, whose rows have many partials. */
   CGRT_MLA_COMBINE_WORKSPACE = 0,
   /* One split kernel; the last CTA per (row, head group), counted by a self-resetting
-   * atomic counter in the runtime's counter buffer, merges. No memset node. Faster once
-   * a row has few partials (H200, 16 heads x 8192 tokens: 3.62-3.70 against 3.55-3.63
-   * TB/s at 32 rows, 3.96-4.03 against 3.81-3.88 at 128), slower for a few long rows (one
-   * CTA merges all of a row's partials). */
+   * atomic counter in the runtime's counter buffer, merges. No memset node. Suits rows
+   * with few partials; one CTA merges all of a row's partials. */
   CGRT_MLA_COMBINE_COUNTERS = 1,
   /* The default: per step (so per captured bucket), COUNTERS where the merging CTA
    * reads at most CGRT_MLA_AUTO_MERGE_BYTES of partials (splits x heads per CTA x 2 KiB
    * / rows; cgrt_mla_plan_info.counters_min_rows says from how many rows), else
-   * WORKSPACE. Reserves what both need. H200 crossover (bench/mla_decode/NOTES.md,
-   * tenth pass): 16 heads between 8 and 16 rows, 32 heads between 4 and 8, 128 heads
-   * between 16 and 32. */
+   * WORKSPACE; steps of one row always WORKSPACE. Reserves what both need. */
   CGRT_MLA_COMBINE_AUTO = 2
 } cgrt_mla_combine;
 
@@ -86,20 +77,12 @@ typedef struct cgrt_mla_options {
                            * launched with programmatic dependent launch: their CTAs may
                            * start while the kernel before them in the stream runs, and
                            * wait on the device before they read or write anything.
-                           * 2: as 1, and split kernels that have an early-schedule form
-                           * also read seq_lens and block_table before that wait, so
-                           * that their schedule overlaps the kernel before it. With 2
-                           * the host guarantees that the kernel launched right before
-                           * cgrt_mla_decode in the stream does not write seq_lens or
-                           * block_table (another layer's attention or a projection does
-                           * not; a metadata kernel does). Only the mma.sync kernels of
-                           * the CGRT_MLA_SPLIT=auto / ONEROW=deep knobs have that form;
-                           * the default kernels treat 2 as 1.
-                           * H200, one row of 16 heads x 8192 tokens, per call in a
-                           * graph of 8 calls: 10.7-10.9 us with 0, 1 or 2 (the previous
-                           * one-row kernel: 12.7 with 0, 11.5 with its early form); at
-                           * 32+ rows 1 and 2 gain nothing (+0.4..+1.5%)
-                           * (bench/mla_decode/NOTES.md, ninth and tenth passes). */
+                           * 2: as 1, and the host also guarantees that the kernel
+                           * launched right before cgrt_mla_decode in the stream does
+                           * not write seq_lens or block_table (another layer's
+                           * attention or a projection does not; a metadata kernel
+                           * does), so that a split kernel may read them before its
+                           * wait. The current kernels do not: 2 acts as 1. */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine AUTO, lane 0, size
@@ -122,11 +105,11 @@ typedef struct cgrt_mla_plan_info {
   size_t fixed_split_bytes;  /* what the fixed min(next_pow2(max_model_len / 512),
                               * 2 * SMs) split would reserve, for comparison */
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
-                              * "cgrt_mla_split_t64" or "cgrt_mla_split_m64_wgmma" (static
-                              * string) */
+                              * "cgrt_mla_split_t64" (<= 16 heads per CTA) or
+                              * "cgrt_mla_split_m64_wgmma" (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
-                               * "cgrt_mla_split_t64_row1" on the 16-head path with the
-                               * workspace combine, else split_kernel */
+                               * "cgrt_mla_split_t64_row1" for <= 16 heads per CTA unless
+                               * combine is COUNTERS, else split_kernel */
   int counters_min_rows;      /* steps of at least this many rows merge through counters:
                                * 1 for COUNTERS, 0 (never) for WORKSPACE; for AUTO
                                * ceil(splits x heads_per_cta x 2 KiB /
@@ -149,8 +132,11 @@ typedef struct cgrt_mla_plan_info {
  * no longer live: decode returns CGRT_ERROR_INVALID_HANDLE, destroy is a no-op). On failure *out is NULL and nothing leaks (a
  * workspace reservation already made stays with the runtime, as all reservations do).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
- * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine or
- * lane, sizes whose products overflow); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
+ * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine,
+ * programmatic_launch or lane, more than 2^20 rows or 4096 query heads, a block table
+ * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
+ * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
+ * 32-token tiles); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
  * the counters would have to grow after the lock); CGRT_ERROR_CAPTURING;
  * CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_INTERNAL (kernel missing from the module);
  * CGRT_ERROR_DRIVER. Thread-safe. Must not be called while capturing. */
