@@ -13,7 +13,9 @@ __all__ = ["Tensor", "as_tensor", "reinterpret", "DTYPES"]
 DTYPES = {"uint8": (0, 1), "int32": (1, 4), "int64": (2, 8), "float16": (3, 2),
           "bfloat16": (4, 2), "float32": (5, 4)}
 
-_TYPESTR = {"|u1": "uint8", "<u1": "uint8", "<i4": "int32", "<i8": "int64", "<f2": "float16",
+# 16-bit integers: not cgrt dtypes, but host arrays of them can be reinterpreted (bfloat16 bits)
+_ITEMSIZE = dict({k: v[1] for k, v in DTYPES.items()}, uint16=2, int16=2)
+_TYPESTR = {"<u2": "uint16", "<i2": "int16", "|u1": "uint8", "<u1": "uint8", "<i4": "int32", "<i8": "int64", "<f2": "float16",
             "<f4": "float32"}
 _DL_CODES = {(1, 8): "uint8", (0, 32): "int32", (0, 64): "int64", (2, 16): "float16",
              (4, 16): "bfloat16", (2, 32): "float32"}
@@ -35,7 +37,7 @@ class Tensor:
 
     @property
     def itemsize(self):
-        return DTYPES[self.dtype][1]
+        return _ITEMSIZE[self.dtype]
 
     @property
     def numel(self):
@@ -96,7 +98,7 @@ def _from_interface(obj, iface, device, source):
         raise TypeError(f"array typestr {typestr!r} is not one cgrt knows "
                         f"({', '.join(DTYPES)}; bfloat16 through torch, DLPack or ml_dtypes)")
     ptr = iface["data"][0] if iface.get("data") else 0
-    strides = _strides_from_bytes(iface.get("strides"), DTYPES[dtype][1], source)
+    strides = _strides_from_bytes(iface.get("strides"), _ITEMSIZE[dtype], source)
     return Tensor(ptr, iface["shape"], strides, dtype, device, None, obj, source)
 
 

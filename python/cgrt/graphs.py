@@ -54,6 +54,9 @@ class Batch:
     def __getitem__(self, key):
         gs = self._set
         i = gs.buffer_id(key)
+        pending = gs._pending.get(i)
+        if pending is not None and pending[1] == self.addresses[i]:
+            return pending[0]  # bound by the step being run (exec-update re-capture)
         obj = gs._bound[i]
         if gs._bound_ptr[i] != self.addresses[i]:
             raise RuntimeError(f"buffer {gs.names[i]!r}: cgrt reports 0x{self.addresses[i]:x}, the set "
@@ -125,6 +128,7 @@ class GraphSet(Handle):
         self.runtime, self._step, self._draft_rebuild = runtime, step, draft_rebuild
         self._step_error = None
         self._in_step = False
+        self._pending = {}
         self._parse_buffers(runtime, buffers)
         for bad in ("enqueue", "user", "buffers", "num_buffers", "capture_sizes", "num_capture_sizes",
                     "meta", "draft_rebuild"):
@@ -177,7 +181,7 @@ class GraphSet(Handle):
                 raise ValueError(f"buffer {name!r}: empty")
             self.names.append(name)
             self._views.append(t)
-            self._dirs.append(enum_value(b[2] if len(b) == 3 else "inout", DIRECTIONS, f"buffer {name!r}"))
+            self._dirs.append(enum_value(b[2] if len(b) == 3 else "inout", DIRECTIONS, f"buffer {name!r} direction"))
             self._bound.append(obj)
             self._bound_ptr.append(t.ptr)
 
@@ -293,21 +297,24 @@ class GraphSet(Handle):
         for i, obj, ptr in moved:
             self._bound[i], self._bound_ptr[i] = obj, ptr
 
+    def _replay(self, name, args, bind):
+        arr, n, moved = self._bindings(bind)
+        self._pending = {i: (obj, ptr) for i, obj, ptr in moved}
+        try:
+            with self._torch_order():
+                self._call(name, *args, arr, n)
+        finally:
+            self._pending = {}
+        self._keep(moved)
+
     def step(self, num_reqs, mode="decode", bind=None):
         """One step of num_reqs requests (cgrt_graphs_step). `bind` maps buffer names (or
         ids) to new arrays of the registered dtype and shape (or raw int addresses)."""
-        arr, n, moved = self._bindings(bind)
-        m = enum_value(mode, MODES, "mode")
-        with self._torch_order():
-            self._call("cgrt_graphs_step", m, int(num_reqs), arr, n)
-        self._keep(moved)
+        self._replay("cgrt_graphs_step", (enum_value(mode, MODES, "mode"), int(num_reqs)), bind)
 
     def draft(self, num_reqs, bind=None):
         """A draft loop of options.draft_steps steps (cgrt_graphs_draft)."""
-        arr, n, moved = self._bindings(bind)
-        with self._torch_order():
-            self._call("cgrt_graphs_draft", int(num_reqs), arr, n)
-        self._keep(moved)
+        self._replay("cgrt_graphs_draft", (int(num_reqs),), bind)
 
     def set_ranges(self, ranges):
         """Live ranges for checked replay: a list of arrays or (address, bytes[, what])."""

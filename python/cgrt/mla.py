@@ -62,11 +62,12 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
                stream=None):
     """Enqueues one MLA decode step (cgrt_mla_decode) after checking every tensor.
 
-    q bf16 [num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576]; block_table
-    int32 [>= num_rows / block_len, max_blocks_per_seq]; seq_lens int32
-    [>= num_rows / block_len]; out bf16 [num_rows, q_heads, 512]; lse float32
-    [num_rows, q_heads]; all dense, q/kv_cache/out 16-byte aligned, on the runtime's
-    device (host arrays on the emulation). num_rows defaults to q.shape[0].
+    q bf16 [>= num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576];
+    block_table int32 [>= num_rows / block_len, max_blocks_per_seq]; seq_lens int32
+    [>= num_rows / block_len]; out bf16 [>= num_rows, q_heads, 512]; lse float32
+    [>= num_rows, q_heads] (the first num_rows rows are used); all dense, q/kv_cache/out
+    16-byte aligned, on the runtime's device (host arrays on the emulation). num_rows
+    defaults to q.shape[0].
 
     stream: None means torch's current stream when torch is loaded and the runtime is on
     a GPU (so the call works inside ``torch.cuda.graph`` capture: it launches there and
@@ -89,14 +90,17 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
                          f"block_len {plan.block_len}")
     reqs = rows // plan.block_len
     h = plan.q_heads
-    rt.check_tensor(q, "q", dtype="bfloat16", shape=(rows, h, QK_DIM), align=16)
+    rt.check_tensor(q, "q", dtype="bfloat16", shape=(None, h, QK_DIM), align=16)
     tkv = rt.check_tensor(kv_cache, "kv_cache", dtype="bfloat16", shape=(None, plan.page_size, QK_DIM),
                           align=16)
     tbt = rt.check_tensor(block_table, "block_table", dtype="int32",
                           shape=(None, plan.max_blocks_per_seq), align=4)
     tsl = rt.check_tensor(seq_lens, "seq_lens", dtype="int32", shape=(None,), align=4)
-    tout = rt.check_tensor(out, "out", dtype="bfloat16", shape=(rows, h, V_DIM), align=16)
-    tlse = rt.check_tensor(lse, "lse", dtype="float32", shape=(rows, h), align=4)
+    tout = rt.check_tensor(out, "out", dtype="bfloat16", shape=(None, h, V_DIM), align=16)
+    tlse = rt.check_tensor(lse, "lse", dtype="float32", shape=(None, h), align=4)
+    for t, what in ((tq, "q"), (tout, "out"), (tlse, "lse")):
+        if t.shape[0] < rows:
+            raise ValueError(f"{what}: {t.shape[0]} rows for num_rows {rows}")
     if tbt.shape[0] < reqs:
         raise ValueError(f"block_table: {tbt.shape[0]} rows for {reqs} requests")
     if tsl.shape[0] < reqs:
