@@ -66,7 +66,7 @@ run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
 # at the exact start of that live allocation ("inside the nearest allocation"), and
 # aborted; plain runs of the same tests pass and match eager results. The WHILE tests
 # therefore run under memcheck in their own process, less the two that move buffers to
-# new allocations before a WHILE draft (bench/replay_latency/NOTES.md; the second one,
+# new allocations before a WHILE draft (docs/replay.md; the second one,
 # BodyNodeUpdateRefusedFallsBackToReinstantiation, hit the same sanitizer-only fault on
 # 2026-11-29 in the fourth session, after passing under memcheck in the third, and its
 # sticky CUDA_ERROR_ILLEGAL_ADDRESS then failed the next test in that process).
