@@ -17,11 +17,13 @@ void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *a
 }
 
 cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
+  unsigned long failures = cgrt__error_count();
   cgrt_status st = set->o.enqueue(set->o.user, s, d);
-  if (st != CGRT_SUCCESS) {
-    const char *msg = cgrt_last_error();
-    return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s%s%s",
-                      cgrt_status_name(st), msg && msg[0] ? ": " : "", msg ? msg : "");
-  }
-  return CGRT_SUCCESS;
+  if (st == CGRT_SUCCESS) return CGRT_SUCCESS;
+  /* Quote the callback's cgrt failure when it had one; an older message is not its own. */
+  if (cgrt__error_count() == failures)
+    return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s (no cgrt call failed in it)",
+                      cgrt_status_name(st));
+  return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s: %s", cgrt_status_name(st),
+                    cgrt_last_error());
 }
