@@ -110,6 +110,7 @@ extern "C" {
   X(cuEventDestroy, 4000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                \
   X(cuEventRecord, 2000, CGRT__REQUIRED, (CUevent hEvent, CUstream hStream), (hEvent, hStream))      \
   X(cuEventSynchronize, 2000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                            \
+  X(cuEventQuery, 2000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                  \
   X(cuEventElapsedTime, 12080, CGRT__REQUIRED, (float *pMilliseconds, CUevent hStart, CUevent hEnd), \
     (pMilliseconds, hStart, hEnd))                                                                   \
   X(cuGraphCreate, 10000, CGRT__REQUIRED, (CUgraph * phGraph, unsigned int flags), (phGraph, flags)) \
