@@ -50,9 +50,9 @@ def _refused(eng, inputs, n, what):
     replays = eng.decode_set.stats()["replays"]
     status, msg = "CGRT_SUCCESS", ""
     try:
-        eng.decode_set.step(n, inputs)
-    except cg.CgrtError as e:
-        status, msg = e.status, e.message
+        eng.decode_set.step(n, bind=inputs)
+    except cg.Error as e:
+        status, msg = e.status_name, e.message
     be.synchronize()
     untouched = bool((out == -7).all())
     moved = eng.decode_set.stats()["replays"] - replays
@@ -84,7 +84,7 @@ def run(be, cfg, n=3, ctx=100):
     eng = Engine(be, cfg, S, ctx + 64, pages_for(S * (ctx + 64), cfg.page_size), checked=True, progress=say)
     eng.capture_decode()
     inputs = _inputs(eng, n, ctx)
-    eng.decode_set.step(n, inputs)
+    eng.decode_set.step(n, bind=inputs)
     be.synchronize()
     say(f"checked step with every range live: OK ({eng.decode_set.stats()['replays']} replays)")
     results = []

@@ -50,7 +50,7 @@ def run_stream(be):
     """The stream everything runs on (GPU): the graph sets replay there and PyTorch's work
     (input copies, eager references) is queued there, so ordering needs no events."""
     if be.emulated:
-        return None, cg._Null()
+        return None, cg.Null()
     s = torch.cuda.Stream(device=be.device)
     return s, torch.cuda.stream(s)
 

@@ -166,7 +166,7 @@ class Engine:
         return Exec(self.be, stream, kernels=self.be.emulated)
 
     def _decode_step(self, stream, b):
-        self.model.forward(self._ex(stream), b.t, b.padded_rows, self.plan)
+        self.model.forward(self._ex(stream), b, b.padded_rows, self.plan)
 
     def _expand(self, L, P, x, dtok, bt, vL, vP, vtok, vbt):
         """Lays out the verify batch: request r becomes rows r*(k+1) + j, j = 0..k, with
@@ -212,10 +212,10 @@ class Engine:
         match.add_(m)
         iters.add_(1)
 
-    def _draft_io(self, b):
-        t = b.t
-        return {"seq_lens": t["d_seq_lens"], "positions": t["d_positions"], "slot_mapping": t["d_slot_mapping"],
-                "block_table": t["s_block_table"]}
+    @staticmethod
+    def _draft_io(b):
+        return {"seq_lens": b["d_seq_lens"], "positions": b["d_positions"], "slot_mapping": b["d_slot_mapping"],
+                "block_table": b["s_block_table"]}
 
     def _draft_step(self, stream, b):
         ex = self._ex(stream)
@@ -227,7 +227,7 @@ class Engine:
         self.model.draft_forward(ex, tok_in, hid_in, self._draft_io(b), B, self.dplan, self.d_tokens[i],
                                  self.d_hidden[i])
         if i == self.k - 1:
-            self._expand_seg(ex, b.t, B)
+            self._expand_seg(ex, b, B)
 
     def _expand_seg(self, ex, t, B):
         V, Bk = self.ver, B * (self.k + 1)
@@ -238,8 +238,8 @@ class Engine:
     def _verify_step(self, stream, b):
         ex = self._ex(stream)
         B = b.padded_rows
-        self.model.forward(ex, b.t, B, self.plan)
-        self._accept_seg(ex, b.t, B)
+        self.model.forward(ex, b, B, self.plan)
+        self._accept_seg(ex, b, B)
 
     def _accept_seg(self, ex, t, B):
         R = B // (self.k + 1)
@@ -260,8 +260,8 @@ class Engine:
         bufs = [(n, t, DIRS[n]) for n, t in self.dec.items()]
         self.decode_set = self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,
-            capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=self.checked,
-            stream=self._stream_handle(), num_heads=self.cfg.heads, name="decode")
+            capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=int(self.checked),
+            stream=self._stream_handle(), num_heads=self.cfg.heads)
         t0 = time.perf_counter()
         self.decode_set.capture()
         return time.perf_counter() - t0
@@ -277,13 +277,13 @@ class Engine:
                  "slot_mapping": "d_slot_mapping", "block_size": self.page, "max_blocks_per_seq": self.MB}
         self.draft_set = self.be.graph_set(
             self._draft_step, dbufs, max_num_seqs=self.Ss, max_model_len=self.max_model_len,
-            capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k, checked_replay=self.checked,
-            stream=self._stream_handle(), num_heads=self.cfg.heads, name="draft")
+            capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k, checked_replay=int(self.checked),
+            stream=self._stream_handle(), num_heads=self.cfg.heads)
         vbufs = [(n, t, DIRS[n]) for n, t in self.ver.items()]
         self.verify_set = self.be.graph_set(
             self._verify_step, vbufs, max_num_seqs=self.Sv, max_model_len=self.max_model_len,
             capture_sizes=vllm_capture_sizes(self.Sv, multiple_of=k + 1), meta=self._meta(),
-            checked_replay=self.checked, stream=self._stream_handle(), num_heads=self.cfg.heads, name="verify")
+            checked_replay=int(self.checked), stream=self._stream_handle(), num_heads=self.cfg.heads)
         t0 = time.perf_counter()
         self.draft_set.capture()
         t1 = time.perf_counter()

@@ -144,7 +144,7 @@ def main(argv=None):
             inputs["block_table"] = bt
             B = eng.decode_set.bucket_rows(n)
             t0 = time.perf_counter()
-            eng.decode_set.step(n, inputs)
+            eng.decode_set.step(n, bind=inputs)
             host_us.append((time.perf_counter() - t0) * 1e6)
             if step < check_steps:
                 got_tok = eng.dec["out_tokens"][:B].clone()

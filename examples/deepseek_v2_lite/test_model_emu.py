@@ -24,7 +24,7 @@ from model import Exec, apply_rope, reference_attention_unabsorbed, reference_ml
 try:
     cg.find_library()
     _NO_LIB = None
-except FileNotFoundError as e:
+except cg.cgrt.LibraryNotFoundError as e:
     _NO_LIB = str(e)
 
 pytestmark = pytest.mark.skipif(_NO_LIB is not None, reason=f"libcgrt.so is not built: {_NO_LIB}")
@@ -80,7 +80,7 @@ def test_captured_step_equals_eager_with_rebinding(be):
         inputs = _requests(eng, n, ctxs, seed=step)  # new tensors each step: every input buffer moves
         B = eng.decode_set.bucket_rows(n)
         assert B >= n
-        eng.decode_set.step(n, inputs)
+        eng.decode_set.step(n, bind=inputs)
         got_tok = eng.dec["out_tokens"][:B].clone()
         got_h = eng.dec["out_hidden"][:B].clone()
         eng.eager_decode(inputs, n, B)
