@@ -138,7 +138,7 @@ class Backend:
         self.device = torch.device("cpu") if self.emulated else torch.device("cuda", device)
         self.pool = None if self.emulated else torch.cuda.graph_pool_handle()
         self.sets, self.plans = [], []
-        self._registered = {}  # base -> (bytes, what, Registration or None)
+        self._registered = {}  # base -> (bytes, what)
         try:
             cgrt.lib.cgrt_mem_register  # noqa: B018 - resolves the symbol
             self.has_mem_register = True
@@ -151,10 +151,8 @@ class Backend:
         print(f"[cgrt {level}] {msg}", flush=True)
 
     def close(self):
-        for r in self._registered.values():
-            if r[2] is not None:
-                r[2].close()
-        self._registered = {}
+        for base in list(self._registered):
+            self.unregister(base)
         self.rt.close()  # closes plans, graph sets and the module first
 
     def __enter__(self):
@@ -188,25 +186,28 @@ class Backend:
     # ---- live ranges (checked replay) ----
     def register(self, t, what="tensor"):
         """Makes the tensor's memory known to cgrt: checked replay accepts pointers into it
-        while it is registered and refuses them afterwards."""
+        while it is registered and refuses them afterwards. Unlike cgrt.Registration this
+        does not keep the tensor alive: the engine owns its memory (and check_stale.py frees
+        a registered cache on purpose)."""
         base, n = ptr(t), nbytes(t)
-        reg = self.rt.register(t) if self.has_mem_register else None
-        self._registered[base] = (n, what, reg)
+        if self.has_mem_register:
+            cgrt.lib.cgrt_mem_register(self.rt.handle, base, n)
+        self._registered[base] = (n, what)
         self._push_ranges()
 
     def unregister(self, t_or_base):
         base = t_or_base if isinstance(t_or_base, int) else ptr(t_or_base)
         if base not in self._registered:
             raise ValueError(f"0x{base:x} is not registered")
-        reg = self._registered.pop(base)[2]
-        if reg is not None:
-            reg.close()
+        del self._registered[base]
+        if self.has_mem_register:
+            cgrt.lib.cgrt_mem_unregister(self.rt.handle, base)
         self._push_ranges()
 
     def _push_ranges(self):
         if not self.has_mem_register:
             for s in self.sets:
-                s.set_ranges([(b, n, w) for b, (n, w, _) in self._registered.items()])
+                s.set_ranges([(b, n, w) for b, (n, w) in self._registered.items()])
 
     # ---- graph sets ----
     def graph_set(self, step, buffers, **kw):

@@ -102,6 +102,17 @@ class Weights:
         return sum(t.numel() * t.element_size() for t in ts)
 
 
+def weight_bytes(cfg: ModelConfig, drafter=False):
+    """Bytes of the weights Weights(cfg) allocates (for sizing before allocating)."""
+    H, D = cfg.heads, cfg.hidden
+    layer = (2 * D + cfg.kv_lora_rank + D * (H * cfg.qk_head + cfg.latent) + H * cfg.qk_nope * cfg.kv_lora_rank
+             + H * cfg.kv_lora_rank * cfg.v_head + H * cfg.v_head * D + 3 * D * cfg.intermediate)
+    n = cfg.vocab * D + D + cfg.layers * layer
+    if drafter:
+        n += layer + 2 * D + 2 * D * D
+    return 2 * n
+
+
 class KVCache:
     """Paged latent KV caches [num_pages + 1, page, 576] bf16, the last page of each being the
     "trash" page where padding rows (slot -1) write. `distinct` caches serve the layers:

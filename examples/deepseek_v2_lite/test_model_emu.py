@@ -70,6 +70,13 @@ def test_capture_sizes_follow_vllm():
     assert vllm_capture_sizes(272)[-3:] == [256, 272] or vllm_capture_sizes(272)[-2:] == [256, 272]
 
 
+def test_weight_bytes_formula():
+    from model import Weights, weight_bytes
+    for drafter in (False, True):
+        assert weight_bytes(REDUCED, drafter) == Weights(REDUCED, torch.device("cpu"), drafter).bytes()
+    assert 4.5e9 < weight_bytes(__import__("config").FULL, True) < 5.5e9
+
+
 def test_captured_step_equals_eager_with_rebinding(be):
     eng = Engine(be, REDUCED, 8, 300, 200, progress=_say)
     eng.capture_decode()
