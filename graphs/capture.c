@@ -4,34 +4,8 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "graphs/graphs_internal.h"
-
-double gx_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-const char *gx_mode_name(const gx_exec *e) {
-  if (e->is_while) return "draft-while";
-  if (e->draft) return "draft";
-  return e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode";
-}
-
-void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
-                  cgrt_batch_desc *d) {
-  memset(d, 0, sizeof(*d));
-  d->mode = e->mode;
-  d->block_len = gx_rows_per_req(set, e->mode);
-  d->num_reqs = e->reqs;
-  d->rows = e->rows;
-  d->padded_reqs = e->reqs;
-  d->padded_rows = e->rows;
-  d->buffers = addr;
-  d->num_buffers = set->nbuf;
-}
 
 static CUdeviceptr meta_addr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
 
@@ -66,16 +40,6 @@ static cgrt_status launch_advance(cgrt_graphs *set, CUstream s, int num_reqs, in
   return CGRT__CU(set->drv, cuLaunchKernel,
                   (set->f_advance, grid, 1, 1, 256, 1, 1, 0, s, args, NULL), CGRT_ERROR_DRIVER,
                   "graph set: launching the metadata advance kernel");
-}
-
-cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
-  cgrt_status st = set->o.enqueue(set->o.user, s, d);
-  if (st != CGRT_SUCCESS) {
-    const char *msg = cgrt_last_error();
-    return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s%s%s",
-                      cgrt_status_name(st), msg && msg[0] ? ": " : "", msg ? msg : "");
-  }
-  return CGRT_SUCCESS;
 }
 
 /* One step (or a draft loop) launched on s: metadata kernels and the host's callback. */

@@ -172,10 +172,10 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
         st = cgrt__runtime_function(rt, "cgrt_graph_meta_advance_while", &set->f_advance_while);
       /* The loop's state: {steps done, num_reqs}, zero between launches. */
       if (st == CGRT_SUCCESS)
-        st = CGRT__CU(set->drv, cuMemAlloc, (&set->while_state, 256), CGRT_ERROR_DRIVER,
+        st = CGRT__CU(set->drv, cuMemAlloc, (&set->while_state, GX_WHILE_STATE_BYTES), CGRT_ERROR_DRIVER,
                       "cgrt_graphs_create: the WHILE draft loop's state");
       if (st == CGRT_SUCCESS)
-        st = CGRT__CU(set->drv, cuMemsetD8, (set->while_state, 0, 256), CGRT_ERROR_DRIVER,
+        st = CGRT__CU(set->drv, cuMemsetD8, (set->while_state, 0, GX_WHILE_STATE_BYTES), CGRT_ERROR_DRIVER,
                       "cgrt_graphs_create: zeroing the WHILE draft loop's state");
     }
     if (st != CGRT_SUCCESS) {

@@ -16,18 +16,8 @@
 #include "graphs/graphs_internal.h"
 
 #define GX_WHILE_THREADS 256
-#define GX_WHILE_STATE_BYTES 256
 
 static CUdeviceptr maddr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
-
-int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p) {
-  if (f == NULL) return 0;
-  return (f == set->f_while_begin && p == 4) || (f == set->f_advance_while && p == 11);
-}
-
-int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {
-  return set->while_state != 0 && v >= set->while_state && v - set->while_state < GX_WHILE_STATE_BYTES;
-}
 
 static int unsupported(CUresult r) { return r == CUDA_ERROR_NOT_SUPPORTED; }
 
