@@ -415,13 +415,23 @@ def write(out, folder):
         json.dump(out, f, indent=1, default=str)
 
 
-def _batch_axis(ax, pts):
+def _finish_plot(plt, fig, ax, pts, ylabel, title, path):
+    """Batch on a log2 axis with the measured batches as ticks, log y, saved as PNG."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({p["batch"] for p in pts}))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("batch (requests)")
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plots(out, folder):
@@ -445,17 +455,9 @@ def plots(out, folder):
                   if p["context"] == ctx and m in p["methods"] and p["methods"][m]["latency_ms"]]
             if xs:
                 ax.plot([x for x, _ in xs], [y for _, y in xs], style[m], label=m)
-        _batch_axis(ax, pts)
-        ax.set_yscale("log")
-        ax.set_ylabel("step latency p50 (ms)")
-        ax.set_title(f"DeepSeek-V2-Lite-shaped decode step, context {ctx}\n{gpu}", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-        f = os.path.join(folder, f"latency_ctx{ctx}.png")
-        fig.tight_layout()
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
-        files.append(f)
+        files.append(_finish_plot(plt, fig, ax, pts, "step latency p50 (ms)",
+                                  f"DeepSeek-V2-Lite-shaped decode step, context {ctx}\n{gpu}",
+                                  os.path.join(folder, f"latency_ctx{ctx}.png")))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for m in methods:
         xs = sorted({p["batch"] for p in pts if m in p["methods"]})
@@ -466,17 +468,9 @@ def plots(out, folder):
             ys.append(sum(v) / len(v) if v else float("nan"))
         if xs:
             ax.plot(xs, ys, style[m], label=m)
-    _batch_axis(ax, pts)
-    ax.set_yscale("log")
-    ax.set_ylabel("host time per step p50 (us), mean over contexts")
-    ax.set_title(f"host time per step (perf_counter around the host part)\n{gpu}", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    f = os.path.join(folder, "host_time.png")
-    fig.tight_layout()
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
-    files.append(f)
+    files.append(_finish_plot(plt, fig, ax, pts, "host time per step p50 (us), mean over contexts",
+                              f"host time per step (perf_counter around the host part)\n{gpu}",
+                              os.path.join(folder, "host_time.png")))
     return files
 
 
@@ -520,7 +514,7 @@ def main(argv=None):
     cache_bytes = (num_pages + 1) * cfg.page_size * cfg.latent * 2
     distinct = cfg.layers
     stream, in_stream = common.run_stream(be)
-    out = {"meta": gpu_meta(be), "what": __doc__, "config": {
+    out = {"benchmark": "model_decode", "meta": gpu_meta(be), "what": __doc__, "config": {
         "model": cfg.__dict__, "max_num_seqs": S, "spec_max_num_seqs": Ss, "k": k, "max_model_len": max_model_len,
         "batches": args.batches, "contexts": args.contexts, "pages_per_request": pps, "num_pages": num_pages,
         "deviations": "dense MLP (intermediate 10944) in place of the MoE; plain RoPE; random weights; "

@@ -84,6 +84,18 @@ def write_json(path, obj):
     say(f"wrote {path}")
 
 
+def finish(be, args, summary, failures):
+    """Writes the summary (with the failures), closes the backend; the exit status."""
+    summary["failures"] = failures
+    write_json(args.json, summary)
+    be.close()
+    if failures:
+        say(f"FAILED: {len(failures)} check(s)")
+        return 1
+    say("OK")
+    return 0
+
+
 class Pages:
     """A free list of KV-cache pages, handed out in a shuffled order (scattered pages)."""
 

@@ -191,20 +191,13 @@ def main(argv=None):
                             "mean_requests": sum(n for n, _ in stats_rows) / max(1, served),
                             "stats": gs}
         summary["checks"] = checks
-        summary["failures"] = failures
         say(f"served {served} steps ({next_id} requests, {finished} finished) in {wall:.1f} s: "
             f"{gs['replays']} replays, {gs['rebinds']} steps with rebinds, {gs['nodes_patched']} node updates; "
             f"cgrt_graphs_step host time p50 {summarize_ms(host_us).get('p50', 0):.1f} us")
         say(f"checks: {checks['bitwise_equal']}/{checks['steps_checked']} steps bit-equal to eager "
             f"(max |hidden diff| {checks['max_hidden_diff']:g}); MLA vs fp32 reference: {checks['attn_checks']} "
             f"checks, max |diff| {checks['attn_max_diff']:.3g}")
-    common.write_json(args.json, summary)
-    be.close()
-    if failures:
-        say(f"FAILED: {len(failures)} check(s)")
-        return 1
-    say("OK")
-    return 0
+    return common.finish(be, args, summary, failures)
 
 
 if __name__ == "__main__":

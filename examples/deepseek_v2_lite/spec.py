@@ -181,14 +181,7 @@ def main(argv=None):
                              "proposed": sum(r["proposed"] for r in rows),
                              "ms_per_emitted_token": summarize_ms([r["ms_per_emitted_token"] for r in rows]),
                              "draft": eng.draft_set.stats(), "verify": eng.verify_set.stats()}
-    summary["failures"] = failures
-    common.write_json(args.json, summary)
-    be.close()
-    if failures:
-        say(f"FAILED: {len(failures)} check(s)")
-        return 1
-    say("OK")
-    return 0
+    return common.finish(be, args, summary, failures)
 
 
 if __name__ == "__main__":
