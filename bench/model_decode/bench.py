@@ -28,9 +28,12 @@ KV caches and inputs. Per step, synchronized (as an engine that reads its tokens
 latency = CUDA events recorded before and after the step's host part, on the replay
 stream; host time = time.perf_counter() around the host part. tokens/s = batch / latency.
 
-Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
-one warm-up run per bucket included on both sides, wall clock; torch with gc.collect and
-empty_cache turned off during capture (as vLLM does). Graph memory per bucket: free
+Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs):
+cgrt_graphs_capture's wall clock (warm-ups, captures, instantiation, upload) against the
+sum of torch's warm-ups and torch.cuda.graph blocks (capture + instantiation; memory
+measurements excluded), with one eager warm-up before each bucket on both sides (vLLM's
+and cgrt's default), and again with one warm-up for the whole set; torch with gc.collect
+and empty_cache turned off during capture (as vLLM does). Graph memory per bucket: free
 device memory (cudaMemGetInfo) before the bucket's capture minus after its capture,
 instantiation and first launch (cgrt uploads at capture; torch's graph is launched once),
 warm-up excluded; the private pools' totals from torch.cuda.memory_snapshot() (the
@@ -137,26 +140,41 @@ class TorchGraphs:
         e = self.eng
         e.model.forward(Exec(e.be, e.be.stream_handle(), kernels=False), io, B, e.plan)
 
-    def capture(self, block_table):
+    def capture(self, block_table, warmup="each"):
+        """Captures every bucket and returns the seconds spent in warm-ups and captures
+        (torch.cuda.graph instantiates at the end of its capture). warmup "each": one
+        eager run before each bucket's capture (as vLLM and cgrt's default do), "first":
+        one before the first (largest) only. The "each" pass keeps its graphs and measures
+        their memory (outside the timed part); a "first" pass is timed and dropped."""
         io = dict(self.io)
         io["block_table"] = block_table
-        t0 = time.perf_counter()
+        keep = warmup == "each"
+        pool = self.pool if keep else torch.cuda.graph_pool_handle()
+        timed = 0.0
         with no_gc_during_capture():
             for B in self.sizes:
-                self.forward(B, io)  # warm-up, as cgrt does once per bucket
-                f0, p0 = free_bytes(), pool_bytes(self.pool)
+                t0 = time.perf_counter()
+                if keep or B == self.sizes[0]:
+                    self.forward(B, io)
+                    torch.cuda.synchronize()
+                timed += time.perf_counter() - t0
+                if keep:
+                    f0, p0 = free_bytes(), pool_bytes(pool)
                 t1 = time.perf_counter()
                 g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g, pool=self.pool, stream=self.stream):
+                with torch.cuda.graph(g, pool=pool, stream=self.stream):
                     self.forward(B, io)
                 t2 = time.perf_counter()
+                timed += t2 - t1
+                if not keep:
+                    continue
                 g.replay()
-                f1, p1 = free_bytes(), pool_bytes(self.pool)
+                f1, p1 = free_bytes(), pool_bytes(pool)
                 self.graphs[B] = g
                 self.buckets.append({"rows": B, "capture_instantiate_seconds": t2 - t1,
                                      "driver_delta_bytes": f0 - f1,
                                      "pool_growth_bytes": None if p0 is None else p1 - p0})
-        return time.perf_counter() - t0
+        return timed
 
     def step(self, inp, B):
         s = self.io
@@ -576,8 +594,22 @@ def main(argv=None):
             tg = TorchGraphs(eng, eng.decode_sizes, stream)
             tsecs = tg.capture(bt_static)
             cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": pool_bytes(tg.pool),
+                            "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
                             "driver_delta_bytes_total": sum(b["driver_delta_bytes"] for b in tg.buckets)}
             say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.2f} s; cgrt/torch = {secs / tsecs:.2f}")
+            # the same with one warm-up for the whole set (before the largest bucket), both sides
+            tfirst = tg.capture(bt_static, warmup="first")
+            gs1 = eng.new_decode_set(warmup_runs=0)
+            t0 = time.perf_counter()
+            eng.eager_decode({k: eng.dec[k] for k in ("token_ids", "req_seq_lens", "req_positions", "block_table")},
+                             1, eng.S)
+            gs1.capture()
+            cfirst = time.perf_counter() - t0
+            gs1.close()
+            cap["warmup_first_only"] = {"cgrt_seconds_wall": cfirst, "torch_seconds_wall": tfirst,
+                                        "note": "one eager run before the largest bucket, none before the others"}
+            say(f"with one warm-up for the whole set: cgrt {cfirst:.2f} s, torch {tfirst:.2f} s "
+                f"(cgrt/torch = {cfirst / tfirst:.2f})")
         out["capture"] = cap
         # ---- capture: spec sets ----
         td, tv = eng.capture_spec()

@@ -16,6 +16,7 @@ replay must also refuse (GPU only: the emulation reports no buffer ids for host 
 """
 import argparse
 import gc
+import math
 import sys
 
 import torch
@@ -78,10 +79,23 @@ def _drop_cache(eng, layer):
     return base, size
 
 
+def cache_pages(cfg, at_least):
+    """Pages such that a cache ([pages + 1, page, 576] bf16) is a whole number of 2 MiB and
+    at least 16 MiB: PyTorch's allocator then gives it a segment of its own, which
+    torch.cuda.empty_cache() returns to the driver once the cache is freed."""
+    per_page = cfg.page_size * cfg.latent * 2
+    m = (2 << 20) // math.gcd(per_page, 2 << 20)
+    total = m
+    while total - 1 < at_least or total * per_page < (16 << 20):
+        total += m
+    return total - 1
+
+
 def run(be, cfg, n=3, ctx=100):
     """Returns (ok, results)."""
     S = 8
-    eng = Engine(be, cfg, S, ctx + 64, pages_for(S * (ctx + 64), cfg.page_size), checked=True, progress=say)
+    eng = Engine(be, cfg, S, ctx + 64, cache_pages(cfg, pages_for(S * (ctx + 64), cfg.page_size)), checked=True,
+                 progress=say)
     eng.capture_decode()
     inputs = _inputs(eng, n, ctx)
     eng.decode_set.step(n, bind=inputs)

@@ -256,12 +256,17 @@ class Engine:
         m.update(block_size=self.page, max_blocks_per_seq=self.MB)
         return m
 
-    def capture_decode(self, sizes=None):
+    def new_decode_set(self, sizes=None, warmup_runs=1):
+        """A decode graph set over the engine's buffers (not captured yet)."""
         bufs = [(n, t, DIRS[n]) for n, t in self.dec.items()]
-        self.decode_set = self.be.graph_set(
+        return self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,
             capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads)
+            stream=self._stream_handle(), num_heads=self.cfg.heads, warmup_runs=warmup_runs)
+
+    def capture_decode(self, sizes=None):
+        """Creates and captures the decode set (one eager warm-up per bucket); seconds."""
+        self.decode_set = self.new_decode_set(sizes)
         t0 = time.perf_counter()
         self.decode_set.capture()
         return time.perf_counter() - t0
