@@ -26,11 +26,11 @@ for config in "" "asan"; do
   fi
   summaries+=("$summary")
 done
-echo "== pytest python/tests" >&2
+echo "== pytest python/tests examples/deepseek_v2_lite" >&2
 if bazel build //:libcgrt.so //:libcgrt_soname; then
   junit=$(mktemp)
   CGRT_LIBRARY="$(bazel info bazel-bin 2>/dev/null)/libcgrt.so.1" PYTHONPATH=python \
-    python3 -m pytest -q -p no:cacheprovider python/tests --junitxml="$junit" >&2
+    python3 -m pytest -q -p no:cacheprovider python/tests examples/deepseek_v2_lite --junitxml="$junit" >&2
   prc=$?
   summary="$(python3 tools/count_tests.py --junit "$junit" pytest)"
   if [ $prc -ne 0 ]; then
