@@ -22,10 +22,8 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
   int max_rows = o->max_num_seqs * k;
   size_t n = 0;
   if (o->capture_sizes != NULL && o->num_capture_sizes > 0) {
-    for (size_t i = 0; i < o->num_capture_sizes && n < cap; i++) {
-      int s = o->capture_sizes[i];
-      if (s < 1) continue;
-      s = (s + k - 1) / k * k;
+    for (size_t i = 0; i < o->num_capture_sizes && n < cap; i++) { /* validated: 1..MAX_ROWS */
+      int s = (o->capture_sizes[i] + k - 1) / k * k;
       if (s > max_rows) s = max_rows; /* a bucket past every batch is wasted */
       out[n++] = s;
     }
@@ -50,7 +48,7 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
 }
 
 cgrt_status gx_buckets_build(cgrt_graphs *set) {
-  enum { CAP = 1024 };
+  enum { CAP = GX_MAX_CAPTURE_SIZES };
   int sizes[4][CAP];
   size_t counts[4] = {0, 0, 0, 0};
   if (set->o.enable_decode) counts[0] = sizes_for(set, 1, sizes[0], CAP);
@@ -111,7 +109,7 @@ void gx_lut_build(cgrt_graphs *set) {
 }
 
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
-  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS) || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
+  if (gx_enter(set, "cgrt_graphs_bucket_rows") != CGRT_SUCCESS || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
     return 0;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs) return 0;
   pthread_mutex_lock(&set->mu);

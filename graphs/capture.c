@@ -4,34 +4,8 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "graphs/graphs_internal.h"
-
-double gx_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-const char *gx_mode_name(const gx_exec *e) {
-  if (e->is_while) return "draft-while";
-  if (e->draft) return "draft";
-  return e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode";
-}
-
-void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
-                  cgrt_batch_desc *d) {
-  memset(d, 0, sizeof(*d));
-  d->mode = e->mode;
-  d->block_len = gx_rows_per_req(set, e->mode);
-  d->num_reqs = e->reqs;
-  d->rows = e->rows;
-  d->padded_reqs = e->reqs;
-  d->padded_rows = e->rows;
-  d->buffers = addr;
-  d->num_buffers = set->nbuf;
-}
 
 static CUdeviceptr meta_addr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
 
@@ -68,16 +42,6 @@ static cgrt_status launch_advance(cgrt_graphs *set, CUstream s, int num_reqs, in
                   "graph set: launching the metadata advance kernel");
 }
 
-cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d) {
-  cgrt_status st = set->o.enqueue(set->o.user, s, d);
-  if (st != CGRT_SUCCESS) {
-    const char *msg = cgrt_last_error();
-    return cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s%s%s",
-                      cgrt_status_name(st), msg && msg[0] ? ": " : "", msg ? msg : "");
-  }
-  return CGRT_SUCCESS;
-}
-
 /* One step (or a draft loop) launched on s: metadata kernels and the host's callback. */
 static cgrt_status enqueue_body(cgrt_graphs *set, CUstream s, const gx_exec *e,
                                 const cgrt_batch_desc *d0, int meta_reqs,
@@ -105,9 +69,51 @@ cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_des
   return enqueue_body(set, stream, NULL, d, meta_reqs, addr);
 }
 
+CUresult gx_capture_end(cgrt_graphs *set, CUstream s, int to_graph, CUgraph *out) {
+  CUgraph g = NULL;
+  CUresult r = set->drv->cuStreamEndCapture(s, &g);
+  if (r == CUDA_SUCCESS && g == NULL) r = CUDA_ERROR_UNKNOWN;
+  if (r != CUDA_SUCCESS) {
+    /* A failed end may leave the stream, and with it this thread, capturing. */
+    if (g != NULL && !to_graph) set->drv->cuGraphDestroy(g);
+    g = NULL;
+    set->open_capture = to_graph ? GX_OPEN_TO_GRAPH : GX_OPEN_OWNED;
+    gx_capture_abandon(set);
+  }
+  *out = g;
+  return r;
+}
+
+int gx_capture_abandon(cgrt_graphs *set) {
+  if (set->open_capture == GX_OPEN_NONE) return 1;
+  const cgrt__driver *drv = set->drv;
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
+  if (r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+    CUgraph g = NULL;
+    drv->cuStreamEndCapture(set->cap_stream, &g); /* ended or not: asked again below */
+    /* A body captured into a graph belongs to its conditional node. */
+    if (g != NULL && set->open_capture == GX_OPEN_OWNED) drv->cuGraphDestroy(g);
+    r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
+  }
+  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) set->open_capture = GX_OPEN_NONE;
+  return set->open_capture == GX_OPEN_NONE;
+}
+
+/* Before work on the capture stream: a capture left open must be ended first. */
+static cgrt_status stream_usable(cgrt_graphs *set, const gx_exec *e) {
+  if (gx_capture_abandon(set)) return CGRT_SUCCESS;
+  return cgrt__fail(CGRT_ERROR_CAPTURE_FAILED,
+                    "capture of %s bucket %d rows: the capture stream is still capturing (an earlier "
+                    "cuStreamEndCapture failed and ending it again fails too)",
+                    gx_mode_name(e), e->rows);
+}
+
 cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body) {
   *out = NULL;
   *body = NULL;
+  cgrt_status usable = stream_usable(set, e);
+  if (usable != CGRT_SUCCESS) return usable;
   if (e->is_while) return gx_while_build(set, e, out, body);
   cgrt_batch_desc d;
   gx_fill_desc(set, e, set->current, &d);
@@ -124,22 +130,11 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph
   /* Metadata nodes are captured with num_reqs 0 (all rows inert); steps patch it. */
   if (st == CGRT_SUCCESS) st = enqueue_body(set, s, e, &d, 0, set->current);
   CUgraph g = NULL;
-  r = set->drv->cuStreamEndCapture(s, &g); /* always end: the stream must stay usable */
-  if (r != CUDA_SUCCESS) {
-    /* If the end itself failed the stream may still be capturing: end it again. */
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (set->drv->cuStreamIsCapturing(s, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-      CUgraph g2 = NULL;
-      if (set->drv->cuStreamEndCapture(s, &g2) == CUDA_SUCCESS && g2 != NULL) set->drv->cuGraphDestroy(g2);
-    }
-  }
+  r = gx_capture_end(set, s, 0, &g); /* always end: the stream must stay usable */
   cgrt__runtime_capture_end(set->rt);
-  if (st != CGRT_SUCCESS || r != CUDA_SUCCESS || g == NULL) {
+  if (st != CGRT_SUCCESS || r != CUDA_SUCCESS) {
     if (g != NULL) set->drv->cuGraphDestroy(g);
-    if (st == CGRT_SUCCESS) {
-      if (r == CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
-      cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamEndCapture", "ending the capture");
-    }
+    if (st == CGRT_SUCCESS) cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamEndCapture", "ending the capture");
     /* A capture-time driver error may have left a sticky stream state on some drivers;
      * the emulation and the real driver both leave the stream usable after EndCapture. */
     cgrt__error_prefix("capture of %s bucket %d rows failed", gx_mode_name(e), e->rows);
@@ -152,8 +147,8 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph
 void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
   gx_dpatch_free(set, e);
   gx_index_free(e);
-  if (e->exec != NULL) set->drv->cuGraphExecDestroy(e->exec);
-  if (e->graph != NULL) set->drv->cuGraphDestroy(e->graph);
+  if (e->exec != NULL) CGRT__CU_WARN(set->drv, cuGraphExecDestroy, (e->exec), "releasing a bucket");
+  if (e->graph != NULL) CGRT__CU_WARN(set->drv, cuGraphDestroy, (e->graph), "releasing a bucket");
   e->exec = NULL;
   e->graph = NULL;
   e->body = NULL;
@@ -166,6 +161,7 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   const cgrt__driver *drv = set->drv;
   cgrt_status st;
   gx_exec_release(set, e);
+  if ((st = stream_usable(set, e)) != CGRT_SUCCESS) return st;
   if (warmup > 0) {
     cgrt_batch_desc d;
     gx_fill_desc(set, e, set->current, &d);

@@ -233,8 +233,8 @@ void gx_dpatch_launched(gx_exec *e) {
 }
 
 void gx_dpatch_free(cgrt_graphs *set, gx_exec *e) {
-  if (e->dmem != 0) set->drv->cuMemFree(e->dmem);
-  if (e->ring != NULL) set->drv->cuMemFreeHost(e->ring);
+  if (e->dmem != 0) CGRT__CU_WARN(set->drv, cuMemFree, (e->dmem), "releasing a bucket's device patch table");
+  if (e->ring != NULL) CGRT__CU_WARN(set->drv, cuMemFreeHost, (e->ring), "releasing a bucket's patch mailbox");
   e->dmem = 0;
   e->ring = NULL;
   e->dpatch = 0;

@@ -29,6 +29,13 @@ static int while_wanted(const cgrt_graphs_options *o) {
 static int live_set(const cgrt_graphs *set) { return cgrt__handle_live(set, CGRT__HANDLE_GRAPHS); }
 static void graphs_free(cgrt_graphs *set);
 
+cgrt_status gx_enter(cgrt_graphs *set, const char *api) {
+  if (!live_set(set))
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "%s: %p is not a live graph set (NULL, destroyed or never created)",
+                      api, (void *)set);
+  return cgrt__runtime_enter(set->rt, api);
+}
+
 static cgrt_status check_meta_buffer(const cgrt_graphs_options *o, int id, size_t need,
                                      const char *role) {
   if (id < 0 || (size_t)id >= o->num_buffers)
@@ -86,6 +93,19 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
         return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: buffers %zu and %zu overlap", j, i);
     }
   }
+  if (o->capture_sizes != NULL || o->num_capture_sizes > 0) {
+    if (o->capture_sizes == NULL || o->num_capture_sizes == 0 || o->num_capture_sizes > GX_MAX_CAPTURE_SIZES)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                        "cgrt_graphs_create: capture_sizes %s with num_capture_sizes %zu (1 to %d sizes, or NULL and 0)",
+                        o->capture_sizes ? "set" : "NULL", o->num_capture_sizes, GX_MAX_CAPTURE_SIZES);
+    for (size_t i = 0; i < o->num_capture_sizes; i++)
+      if (o->capture_sizes[i] < 1 || o->capture_sizes[i] > CGRT_GRAPHS_MAX_ROWS)
+        return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: capture_sizes[%zu] = %d is outside [1, %d]",
+                          i, o->capture_sizes[i], CGRT_GRAPHS_MAX_ROWS);
+  }
+  if (o->max_capture_rows < 0 || o->max_capture_rows > CGRT_GRAPHS_MAX_ROWS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: max_capture_rows %d is outside [0, %d] (0: default)",
+                      o->max_capture_rows, CGRT_GRAPHS_MAX_ROWS);
   if (o->draft_steps >= 2 && !o->meta.enabled)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: draft loops need meta.enabled");
   if (o->meta.enabled) {
@@ -103,7 +123,11 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
         (st = check_meta_buffer(o, m->positions, rows * 8, "positions")) ||
         (st = check_meta_buffer(o, m->slot_mapping, rows * 8, "slot_mapping")))
       return st;
-    if (while_wanted(o) && m->draft_remaining >= 0 &&
+    if (m->draft_remaining < -1)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                        "cgrt_graphs_create: meta.draft_remaining %d is neither -1 (none) nor a buffer id",
+                        m->draft_remaining);
+    if (m->draft_remaining >= 0 &&
         (st = check_meta_buffer(o, m->draft_remaining, reqs * 4, "draft_remaining")))
       return st;
   }
@@ -172,10 +196,10 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
         st = cgrt__runtime_function(rt, "cgrt_graph_meta_advance_while", &set->f_advance_while);
       /* The loop's state: {steps done, num_reqs}, zero between launches. */
       if (st == CGRT_SUCCESS)
-        st = CGRT__CU(set->drv, cuMemAlloc, (&set->while_state, 256), CGRT_ERROR_DRIVER,
+        st = CGRT__CU(set->drv, cuMemAlloc, (&set->while_state, GX_WHILE_STATE_BYTES), CGRT_ERROR_DRIVER,
                       "cgrt_graphs_create: the WHILE draft loop's state");
       if (st == CGRT_SUCCESS)
-        st = CGRT__CU(set->drv, cuMemsetD8, (set->while_state, 0, 256), CGRT_ERROR_DRIVER,
+        st = CGRT__CU(set->drv, cuMemsetD8, (set->while_state, 0, GX_WHILE_STATE_BYTES), CGRT_ERROR_DRIVER,
                       "cgrt_graphs_create: zeroing the WHILE draft loop's state");
     }
     if (st != CGRT_SUCCESS) {
@@ -227,12 +251,18 @@ cgrt_status cgrt_graphs_destroy(cgrt_graphs *set) {
 /* Releases everything of a set that is no longer (or was never) registered. */
 static void graphs_free(cgrt_graphs *set) {
   if (cgrt__runtime_is_live(set->rt)) {
-    set->drv->cuCtxSetCurrent(set->rt->ctx);
-    if (set->stream) set->drv->cuStreamSynchronize(set->stream);
+    const cgrt__driver *d = set->drv;
+    if (cgrt__runtime_enter(set->rt, "cgrt_graphs_destroy") != CGRT_SUCCESS)
+      cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
+    /* First, so that this thread leaves capture mode before the calls below. */
+    if (!gx_capture_abandon(set))
+      cgrt__log(CGRT_LOG_WARN, "cgrt_graphs_destroy: the capture stream is still capturing (cuStreamEndCapture "
+                "keeps failing, or this is not the thread that captured); its capture is left open");
+    if (set->stream) CGRT__CU_WARN(d, cuStreamSynchronize, (set->stream), "cgrt_graphs_destroy");
     for (size_t i = 0; i < set->nexec; i++) gx_exec_release(set, &set->execs[i]);
-    if (set->cap_stream) set->drv->cuStreamDestroy(set->cap_stream);
-    if (set->own_stream) set->drv->cuStreamDestroy(set->own_stream);
-    if (set->while_state) set->drv->cuMemFree(set->while_state);
+    if (set->cap_stream) CGRT__CU_WARN(d, cuStreamDestroy, (set->cap_stream), "cgrt_graphs_destroy: capture stream");
+    if (set->own_stream) CGRT__CU_WARN(d, cuStreamDestroy, (set->own_stream), "cgrt_graphs_destroy: replay stream");
+    if (set->while_state) CGRT__CU_WARN(d, cuMemFree, (set->while_state), "cgrt_graphs_destroy: WHILE loop state");
   } else {
     for (size_t i = 0; i < set->nexec; i++) gx_index_free(&set->execs[i]);
   }
@@ -293,8 +323,7 @@ static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
 }
 
 cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
-  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_capture: not a live graph set");
-  cgrt_status st = cgrt__runtime_enter(set->rt, "cgrt_graphs_capture");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_capture");
   if (st != CGRT_SUCCESS) return st;
   pthread_mutex_lock(&set->mu);
   st = capture_locked(set, NULL);
@@ -303,9 +332,11 @@ cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
 }
 
 cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows) {
-  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_recapture: not a live graph set");
-  cgrt_status st = cgrt__runtime_enter(set->rt, "cgrt_graphs_recapture");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_recapture");
   if (st != CGRT_SUCCESS) return st;
+  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || rows < 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_recapture: mode %d, rows %d (rows must be >= 1)",
+                      (int)mode, rows);
   pthread_mutex_lock(&set->mu);
   gx_exec *best = NULL;
   for (size_t i = 0; i < set->nexec; i++) {
@@ -322,9 +353,16 @@ cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int ro
 }
 
 cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count) {
-  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_set_ranges: not a live graph set");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_set_ranges");
+  if (st != CGRT_SUCCESS) return st;
   if (count > 0 && ranges == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_set_ranges: ranges is NULL");
+  for (size_t i = 0; i < count; i++)
+    if (ranges[i].base == 0 || ranges[i].bytes == 0 || ranges[i].bytes - 1 > UINT64_MAX - ranges[i].base)
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                        "cgrt_graphs_set_ranges: ranges[%zu] ('%s'): base 0x%llx, %zu bytes: a range needs a non-zero "
+                        "base and size and must end at or below 2^64",
+                        i, ranges[i].what ? ranges[i].what : "", (unsigned long long)ranges[i].base, ranges[i].bytes);
   cgrt_range *copy = (cgrt_range *)calloc(count ? count : 1, sizeof(cgrt_range));
   if (copy == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
   for (size_t i = 0; i < count; i++) {
@@ -347,10 +385,13 @@ cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, s
   return CGRT_SUCCESS;
 }
 
-CUstream cgrt_graphs_stream(cgrt_graphs *set) { return live_set(set) ? set->stream : NULL; }
+CUstream cgrt_graphs_stream(cgrt_graphs *set) {
+  return gx_enter(set, "cgrt_graphs_stream") == CGRT_SUCCESS ? set->stream : NULL;
+}
 
 cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
-  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_get_stats: not a live graph set");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_get_stats");
+  if (st != CGRT_SUCCESS) return st;
   if (stats == NULL || stats->size < sizeof(cgrt_graphs_stats))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_get_stats: stats NULL or size too small");
   pthread_mutex_lock(&set->mu);
@@ -374,10 +415,13 @@ cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
   return CGRT_SUCCESS;
 }
 
-size_t cgrt_graphs_bucket_count(cgrt_graphs *set) { return live_set(set) ? set->nexec : 0; }
+size_t cgrt_graphs_bucket_count(cgrt_graphs *set) {
+  return gx_enter(set, "cgrt_graphs_bucket_count") == CGRT_SUCCESS ? set->nexec : 0;
+}
 
 cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_info *info) {
-  if (!live_set(set)) return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_get_bucket: not a live graph set");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_get_bucket");
+  if (st != CGRT_SUCCESS) return st;
   if (info == NULL || info->size < sizeof(cgrt_bucket_info) || index >= set->nexec)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_get_bucket: index %zu of %zu", index, set->nexec);
   pthread_mutex_lock(&set->mu);

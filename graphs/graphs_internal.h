@@ -18,6 +18,11 @@ extern "C" {
  * through the log (O(moves)), else by comparing every buffer (O(buffers)). */
 #define GX_MOVE_LOG 256u
 
+/* Bytes of the WHILE loops' state ({steps done, num_reqs}), owned by the set. */
+#define GX_WHILE_STATE_BYTES 256
+/* Most capture sizes per mode (options.num_capture_sizes, and the default sizes). */
+#define GX_MAX_CAPTURE_SIZES 1024
+
 /* Kinds of an indexed pointer site. */
 enum { GX_SITE_KPARAM = 0, GX_SITE_MEMCPY_SRC = 1, GX_SITE_MEMCPY_DST = 2, GX_SITE_MEMSET_DST = 3 };
 
@@ -109,12 +114,16 @@ typedef struct gx_exec {
   int reqs_moved;       /* num_reqs changed since the last successful launch */
 } gx_exec;
 
+/* A capture of the capture stream that a failed cuStreamEndCapture left open. */
+enum { GX_OPEN_NONE = 0, GX_OPEN_OWNED = 1, GX_OPEN_TO_GRAPH = 2 };
+
 struct cgrt_graphs {
   cgrt_runtime *rt;
   const cgrt__driver *drv;
   cgrt_graphs_options o;
   pthread_mutex_t mu;
   CUstream cap_stream, own_stream, stream;
+  int open_capture; /* GX_OPEN_*: see gx_capture_end */
 
   size_t nbuf;
   cgrt_buffer_desc *bufs; /* names owned */
@@ -148,6 +157,22 @@ struct cgrt_graphs {
   int attached;
 };
 
+/* common.c */
+/* Monotonic seconds. */
+double gx_now(void);
+/* "decode", "block", "draft" or "draft-while" (for messages). */
+const char *gx_mode_name(const gx_exec *e);
+/* 1 when v lies inside device memory the set owns itself (the WHILE loop state). */
+int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
+/* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
+int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
+
+/* enqueue.c */
+void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
+                  cgrt_batch_desc *d);
+/* Calls the host's enqueue callback; CGRT_ERROR_CALLBACK_FAILED with its message. */
+cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d);
+
 /* buckets.c */
 cgrt_status gx_buckets_build(cgrt_graphs *set);
 void gx_lut_build(cgrt_graphs *set);
@@ -155,17 +180,24 @@ int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
 
 /* capture.c */
 cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
+/* Ends the capture of s whatever happened, so that the stream and the calling thread
+ * leave capture mode: *out is the graph, or NULL when the end failed (a graph the driver
+ * returned with the failure is destroyed unless to_graph: a body belongs to its node).
+ * When the stream still captures after a failed end, the set remembers it
+ * (open_capture) and gx_capture_abandon ends it at the next chance. */
+CUresult gx_capture_end(cgrt_graphs *set, CUstream s, int to_graph, CUgraph *out);
+/* Ends a capture of the capture stream left open by a failed gx_capture_end (before
+ * each capture, and at destroy). 1 when none is open any more. Must run on the thread
+ * that captured (thread-local capture mode). */
+int gx_capture_abandon(cgrt_graphs *set);
+/* Makes the set's runtime context current for a public entry point, after checking the
+ * handle (CGRT_ERROR_INVALID_HANDLE naming `api`). graphs.c. */
+cgrt_status gx_enter(cgrt_graphs *set, const char *api);
 /* Captures e's graph with the current addresses; *body: the WHILE body (else NULL). */
 cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
-const char *gx_mode_name(const gx_exec *e);
-void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
-                  cgrt_batch_desc *d);
-/* Calls the host's enqueue callback; CGRT_ERROR_CALLBACK_FAILED with its message. */
-cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d);
 cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
                          const CUdeviceptr *addr);
 void gx_exec_release(cgrt_graphs *set, gx_exec *e);
-double gx_now(void);
 
 /* param_index.c */
 cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e);
@@ -197,12 +229,8 @@ cgrt_status gx_check_after(cgrt_graphs *set);
  * and its body. CGRT_ERROR_NOT_SUPPORTED when the driver lacks conditional nodes (the
  * message names the call); CGRT_ERROR_CAPTURE_FAILED otherwise. */
 cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
-/* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
-int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
 /* Checked replay, after launch (stream synchronized): the loop's step counter is 0. */
 cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e);
-/* 1 when v lies inside device memory the set owns itself. */
-int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
 
 /* device_patch.c */
 /* Launches the patch node (nothing to patch yet) at the head of a capture. */

@@ -248,8 +248,8 @@ static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_r
 
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
                              const cgrt_binding *bindings, size_t num_bindings) {
-  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS))
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_step: not a live graph set");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_step");
+  if (st != CGRT_SUCCESS) return st;
   if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || num_reqs < 1 ||
       num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
@@ -261,7 +261,14 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
                       mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
   pthread_mutex_lock(&set->mu);
   int moved = 0;
-  cgrt_status st = apply_bindings(set, bindings, num_bindings, &moved);
+  /* Every bucket of a mode holds one request: none for one request means none at all. */
+  if (set->lut[mode][1] == 0)
+    st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                    "cgrt_graphs_step: mode %s is not captured (call cgrt_graphs_capture first; a mode whose every "
+                    "bucket failed to capture has no graph either)",
+                    mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+  else
+    st = apply_bindings(set, bindings, num_bindings, &moved);
   if (st == CGRT_SUCCESS) {
     uint32_t idx = set->lut[mode][num_reqs];
     if (idx != 0) {
@@ -286,8 +293,8 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
 
 cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
                               size_t num_bindings) {
-  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS))
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_graphs_draft: not a live graph set");
+  cgrt_status st = gx_enter(set, "cgrt_graphs_draft");
+  if (st != CGRT_SUCCESS) return st;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_draft: num_reqs %d (max_num_seqs %d)",
                       num_reqs, set->o.max_num_seqs);
@@ -296,7 +303,7 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
                       set->o.draft_steps);
   pthread_mutex_lock(&set->mu);
   int moved = 0;
-  cgrt_status st = apply_bindings(set, bindings, num_bindings, &moved);
+  st = apply_bindings(set, bindings, num_bindings, &moved);
   if (st != CGRT_SUCCESS) goto out;
   if (set->o.dcp_world_size > 1) {
     /* Rank-local lengths do not advance by one under DCP: one replay per step, the host

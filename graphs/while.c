@@ -16,18 +16,8 @@
 #include "graphs/graphs_internal.h"
 
 #define GX_WHILE_THREADS 256
-#define GX_WHILE_STATE_BYTES 256
 
 static CUdeviceptr maddr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
-
-int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p) {
-  if (f == NULL) return 0;
-  return (f == set->f_while_begin && p == 4) || (f == set->f_advance_while && p == 11);
-}
-
-int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {
-  return set->while_state != 0 && v >= set->while_state && v - set->while_state < GX_WHILE_STATE_BYTES;
-}
 
 static int unsupported(CUresult r) { return r == CUDA_ERROR_NOT_SUPPORTED; }
 
@@ -35,22 +25,6 @@ static cgrt_status fail_build(CUresult r, const char *call, const char *what) {
   if (unsupported(r))
     return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "%s returned CUDA_ERROR_NOT_SUPPORTED (%s)", call, what);
   return cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, call, what);
-}
-
-/* Ends the capture of s whatever happened (the stream must stay usable). */
-static CUresult end_capture(cgrt_graphs *set, CUstream s) {
-  CUgraph g = NULL;
-  CUresult r = set->drv->cuStreamEndCapture(s, &g);
-  if (r != CUDA_SUCCESS) {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (set->drv->cuStreamIsCapturing(s, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-      CUgraph g2 = NULL;
-      set->drv->cuStreamEndCapture(s, &g2); /* g2 is the body: owned by its node */
-    }
-  } else if (g == NULL) {
-    r = CUDA_ERROR_UNKNOWN;
-  }
-  return r;
 }
 
 /* The body: the host's step, then advance_while, captured on the capture stream. */
@@ -82,7 +56,8 @@ static cgrt_status capture_body(cgrt_graphs *set, gx_exec *e, CUgraph body,
                   (set->f_advance_while, 1, 1, 1, GX_WHILE_THREADS, 1, 1, 0, s, args, NULL),
                   CGRT_ERROR_CAPTURE_FAILED, "graph set: launching the WHILE metadata advance kernel");
   }
-  r = end_capture(set, s);
+  CUgraph ended = NULL; /* the body itself: owned by its node */
+  r = gx_capture_end(set, s, 1, &ended);
   cgrt__runtime_capture_end(set->rt);
   if (st == CGRT_SUCCESS && r != CUDA_SUCCESS)
     st = cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuStreamEndCapture", "ending the capture of a WHILE body");

@@ -22,6 +22,9 @@ extern "C" {
 #endif
 
 #define CGRT__REF_MAX_PARAMS 32
+/* The driver's limit on a kernel's packed parameters (CUDA 12.1+, Volta and newer); also
+ * bounds each parameter. */
+#define CGRT__REF_MAX_PARAM_BYTES 32764
 
 typedef struct cgrt__ref_launch {
   unsigned grid[3];
@@ -41,12 +44,22 @@ typedef struct cgrt__ref_kernel {
 } cgrt__ref_kernel;
 
 /* Finds a reference by name: first those registered at run time, then the built-in
- * table of kernels/ (kernels/registry.c). NULL when unknown. Thread-safe. */
+ * table of kernels/ (kernels/registry.c). NULL when unknown. The entry never changes
+ * and stays valid for the life of the process, even when the name is registered again
+ * (the name then leads to another entry). Thread-safe. */
 const cgrt__ref_kernel *cgrt__ref_kernel_find(const char *name);
 
-/* Adds a reference at run time (tests, foreign kernels on the emulation). The struct
- * is copied. Returns 0, or -1 when the table is full or the entry is malformed.
- * Thread-safe. */
+/* 0 when k is well formed: name and fn set, at most CGRT__REF_MAX_PARAMS parameters,
+ * each of 1 to CGRT__REF_MAX_PARAM_BYTES bytes, packed size at most
+ * CGRT__REF_MAX_PARAM_BYTES. Else -1, with *bad_param (when not NULL) the index of the
+ * parameter at which the check failed (0 when the failure is not about one). */
+int cgrt__ref_kernel_check(const cgrt__ref_kernel *k, size_t *bad_param);
+
+/* Adds a reference at run time (tests, foreign kernels on the emulation), or replaces
+ * the one of that name. The struct is copied into an immutable entry; the name is not
+ * copied (it must stay valid for the life of the process).
+ * Returns 0; -1 when the entry is malformed (cgrt__ref_kernel_check); -2 when the table
+ * is full (64 names, 1024 distinct entries over the process). Thread-safe. */
 int cgrt__ref_kernel_register(const cgrt__ref_kernel *k);
 
 /* Computes the driver's packed layout for a kernel: offsets[i] and the total size.

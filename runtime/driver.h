@@ -110,6 +110,7 @@ extern "C" {
   X(cuEventDestroy, 4000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                \
   X(cuEventRecord, 2000, CGRT__REQUIRED, (CUevent hEvent, CUstream hStream), (hEvent, hStream))      \
   X(cuEventSynchronize, 2000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                            \
+  X(cuEventQuery, 2000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                  \
   X(cuEventElapsedTime, 12080, CGRT__REQUIRED, (float *pMilliseconds, CUevent hStart, CUevent hEnd), \
     (pMilliseconds, hStart, hEnd))                                                                   \
   X(cuGraphCreate, 10000, CGRT__REQUIRED, (CUgraph * phGraph, unsigned int flags), (phGraph, flags)) \
@@ -187,9 +188,11 @@ extern const size_t cgrt__driver_entry_count;
 
 /* The real driver, resolved once (pthread_once) from `library` (NULL: "libcuda.so.1").
  * Returns NULL and writes a message naming the cause (dlopen error, missing required
- * symbol, driver too old) into msg when it cannot be used. Later calls with the same
- * library return the same table or the same failure. */
-const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg_len);
+ * symbol, driver too old) into msg when it cannot be used; *absent (when not NULL) is
+ * then 1 if the library could not be opened at all (no driver installed), 0 if it
+ * loaded but is unusable. Later calls with the same library return the same table or
+ * the same failure. */
+const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg_len, int *absent);
 
 /* The CPU emulation (runtime/emu/). Always available. */
 const cgrt__driver *cgrt__driver_emulated(void);

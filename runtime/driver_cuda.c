@@ -20,6 +20,7 @@ typedef struct {
   char library[256];
   cgrt__driver table;
   int ok;
+  int absent; /* dlopen failed: no driver installed under that name */
   char msg[512];
   void *handle;
 } cuda_slot;
@@ -38,6 +39,7 @@ static void resolve(cuda_slot *s) {
   dlerror();
   s->handle = dlopen(s->library, RTLD_NOW | RTLD_LOCAL);
   if (!s->handle) {
+    s->absent = 1;
     const char *e = dlerror();
     snprintf(s->msg, sizeof s->msg, "dlopen(\"%s\") failed: %s", s->library, e ? e : "unknown error");
     return;
@@ -51,7 +53,13 @@ static void resolve(cuda_slot *s) {
     return;
   }
   int v = 0;
-  if (ver(&v) != CUDA_SUCCESS || v < CGRT__MIN_DRIVER_VERSION) {
+  CUresult vr = ver(&v);
+  if (vr != CUDA_SUCCESS) {
+    snprintf(s->msg, sizeof s->msg, "%s: cuDriverGetVersion failed with %s (%d): a stub library or a broken install",
+             s->library, cgrt__curesult_name(vr), (int)vr);
+    return;
+  }
+  if (v < CGRT__MIN_DRIVER_VERSION) {
     snprintf(s->msg, sizeof s->msg, "driver supports CUDA %d.%d; cgrt needs %d.%d or newer",
              v / 1000, (v % 1000) / 10, CGRT__MIN_DRIVER_VERSION / 1000,
              (CGRT__MIN_DRIVER_VERSION % 1000) / 10);
@@ -83,16 +91,18 @@ static void resolve_default(void) {
   resolve(&g_default);
 }
 
-static const cgrt__driver *result(const cuda_slot *s, char *msg, size_t msg_len) {
+static const cgrt__driver *result(const cuda_slot *s, char *msg, size_t msg_len, int *absent) {
+  if (absent) *absent = s->absent;
   if (s->ok) return &s->table;
   if (msg && msg_len) snprintf(msg, msg_len, "%s", s->msg);
   return NULL;
 }
 
-const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg_len) {
+const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg_len, int *absent) {
+  if (absent) *absent = 0;
   if (library == NULL || strcmp(library, "libcuda.so.1") == 0) {
     pthread_once(&g_once, resolve_default);
-    return result(&g_default, msg, msg_len);
+    return result(&g_default, msg, msg_len, absent);
   }
   const cgrt__driver *d = NULL;
   pthread_mutex_lock(&g_mu);
@@ -109,7 +119,7 @@ const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg
     snprintf(s->library, sizeof s->library, "%s", library);
     resolve(s);
   }
-  d = result(s, msg, msg_len);
+  d = result(s, msg, msg_len, absent);
   pthread_mutex_unlock(&g_mu);
   return d;
 }

@@ -6,6 +6,7 @@
 
 #include "cgrt/cgrt_fault.h"
 #include "runtime/driver.h"
+#include "runtime/error.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static const cgrt__driver *g_base;
@@ -22,7 +23,9 @@ static unsigned long g_injected;
 static const char *g_last_symbol = "";
 
 cgrt_status cgrt_fault_set(const cgrt_fault_plan *plan) {
-  if (plan && plan->size < offsetof(cgrt_fault_plan, sticky) + sizeof(int)) return CGRT_ERROR_INVALID_ARGUMENT;
+  if (plan && plan->size < offsetof(cgrt_fault_plan, sticky) + sizeof(int))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_fault_set: plan->size %zu is below %zu (sizeof(cgrt_fault_plan))",
+                      plan->size, offsetof(cgrt_fault_plan, sticky) + sizeof(int));
   pthread_mutex_lock(&g_mu);
   g_calls = 0;
   g_injected = 0;

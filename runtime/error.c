@@ -6,9 +6,8 @@
 
 #include "runtime/error.h"
 
-#define CGRT__MSG_CAP 1024
-
 static _Thread_local char t_last_error[CGRT__MSG_CAP];
+static _Thread_local unsigned long t_failures; /* failures recorded on this thread */
 
 const char *cgrt_status_name(cgrt_status status) {
   switch (status) {
@@ -34,11 +33,60 @@ const char *cgrt_status_string(cgrt_status status) {
 
 const char *cgrt_last_error(void) { return t_last_error; }
 
-cgrt_status cgrt__fail(cgrt_status status, const char *fmt, ...) {
+unsigned long cgrt__error_count(void) { return t_failures; }
+
+/* A message under construction, in its own storage: the arguments may point into the
+ * thread's current message (a prefix over it, a callback's failure quoted by cgrt), so
+ * nothing is written to t_last_error before the whole new message is composed. */
+typedef struct msg_buf {
+  char text[CGRT__MSG_CAP];
+  size_t len;
+  size_t lost; /* bytes that did not fit */
+} msg_buf;
+
+static void msg_vappend(msg_buf *m, const char *fmt, va_list ap) {
+  size_t room = sizeof m->text - m->len;
+  int n = vsnprintf(m->text + m->len, room, fmt, ap);
+  if (n < 0) return;
+  if ((size_t)n < room) {
+    m->len += (size_t)n;
+  } else {
+    m->lost += (size_t)n - (room - 1);
+    m->len = sizeof m->text - 1;
+  }
+}
+
+static void msg_append(msg_buf *m, const char *fmt, ...) CGRT__PRINTF(2, 3);
+static void msg_append(msg_buf *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
+  msg_vappend(m, fmt, ap);
   va_end(ap);
+}
+
+/* Publishes m as the thread's message. A message that did not fit ends with a marker
+ * saying how many bytes were cut: never a silent truncation. */
+static void msg_publish(msg_buf *m) {
+  if (m->lost > 0) {
+    char mark[48];
+    int n = snprintf(mark, sizeof mark, " [... %zu more bytes cut]", m->lost);
+    size_t keep = sizeof m->text - 1 - (size_t)n;
+    if (m->len > keep) m->len = keep;
+    memcpy(m->text + m->len, mark, (size_t)n + 1);
+    m->len += (size_t)n;
+  }
+  memcpy(t_last_error, m->text, m->len + 1);
+  t_failures++;
+}
+
+cgrt_status cgrt__fail(cgrt_status status, const char *fmt, ...) {
+  msg_buf m = {.len = 0, .lost = 0};
+  m.text[0] = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  msg_vappend(&m, fmt, ap);
+  va_end(ap);
+  msg_publish(&m);
   cgrt__log(CGRT_LOG_DEBUG, "%s: %s", cgrt_status_name(status), t_last_error);
   return status;
 }
@@ -50,19 +98,19 @@ cgrt_status cgrt__fail_cu(cgrt_status status, CUresult r, const char *symbol, co
 }
 
 void cgrt__error_prefix(const char *fmt, ...) {
-  char prefix[256], old[CGRT__MSG_CAP];
+  msg_buf m = {.len = 0, .lost = 0};
+  m.text[0] = 0;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  msg_vappend(&m, fmt, ap);
   va_end(ap);
-  memcpy(old, t_last_error, sizeof old);
-  size_t np = strlen(prefix), no = strlen(old);
-  if (np > sizeof t_last_error - 3) np = sizeof t_last_error - 3;
-  if (no > sizeof t_last_error - 3 - np) no = sizeof t_last_error - 3 - np; /* truncate the tail */
-  memcpy(t_last_error, prefix, np);
-  memcpy(t_last_error + np, ": ", 2);
-  memcpy(t_last_error + np + 2, old, no);
-  t_last_error[np + 2 + no] = 0;
+  msg_append(&m, ": %s", t_last_error);
+  msg_publish(&m);
+}
+
+void cgrt__warn_cu(CUresult r, const char *symbol, const char *what) {
+  if (r != CUDA_SUCCESS)
+    cgrt__log(CGRT_LOG_WARN, "%s: %s failed with %s (%d)", what, symbol, cgrt__curesult_name(r), (int)r);
 }
 
 /* ---- log callback ---- */
@@ -85,7 +133,7 @@ int cgrt__log_enabled(cgrt_log_level level) {
 
 void cgrt__log(cgrt_log_level level, const char *fmt, ...) {
   if (!cgrt__log_enabled(level)) return;
-  char buf[1024];
+  char buf[CGRT__MSG_CAP + 64];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
@@ -115,7 +163,7 @@ const char *cgrt__curesult_name(CUresult r) {
     N(CUDA_ERROR_STREAM_CAPTURE_UNJOINED) N(CUDA_ERROR_STREAM_CAPTURE_ISOLATION)
     N(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) N(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
     N(CUDA_ERROR_CAPTURED_EVENT) N(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
-    N(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH) N(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
+    N(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH) N(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE) N(CUDA_ERROR_STUB_LIBRARY)
     N(CUDA_ERROR_UNKNOWN) N(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND)
     N(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED) N(CUDA_ERROR_OPERATING_SYSTEM)
     N(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) N(CUDA_ERROR_ASSERT) N(CUDA_ERROR_TOO_MANY_PEERS)

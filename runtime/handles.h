@@ -1,4 +1,4 @@
-/* Internal: the registry of live handles (runtimes, graph sets, plans, modules).
+/* Internal: the registry of live handles (runtimes, graph sets, plans, modules, events).
  *
  * Every public function that takes a handle asks the registry first, so a destroyed,
  * foreign or never-created pointer gets CGRT_ERROR_INVALID_HANDLE without cgrt ever
@@ -15,7 +15,8 @@ typedef enum cgrt__handle_kind {
   CGRT__HANDLE_RUNTIME = 1,
   CGRT__HANDLE_GRAPHS = 2,
   CGRT__HANDLE_MLA_PLAN = 3,
-  CGRT__HANDLE_MODULE = 4
+  CGRT__HANDLE_MODULE = 4,
+  CGRT__HANDLE_EVENT = 5
 } cgrt__handle_kind;
 
 /* Registers a live handle. Returns 0, or -1 when the table is full (then the object

@@ -12,6 +12,7 @@
 
 _Static_assert(sizeof(cgrt_emulated_launch) == sizeof(cgrt__ref_launch), "launch layout");
 _Static_assert(CGRT_EMULATED_MAX_PARAMS <= CGRT__REF_MAX_PARAMS, "parameter count");
+_Static_assert(CGRT_EMULATED_MAX_PARAM_BYTES == CGRT__REF_MAX_PARAM_BYTES, "parameter bytes");
 
 struct cgrt_module {
   cgrt_runtime *rt;
@@ -71,6 +72,8 @@ cgrt_status cgrt_module_unload(cgrt_module *m) {
 cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *out) {
   if (!cgrt__handle_live(m, CGRT__HANDLE_MODULE))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_function: %p is not a live module", (void *)m);
+  cgrt_status st = cgrt__runtime_enter(m->rt, "cgrt_module_function");
+  if (st != CGRT_SUCCESS) return st;
   if (name == NULL || out == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out");
   CUresult r = m->rt->drv->cuModuleGetFunction(out, m->mod, name);
@@ -96,26 +99,28 @@ cgrt_status cgrt_launch_kernel(cgrt_runtime *rt, CUfunction fn, unsigned gx, uns
 cgrt_status cgrt_emulated_kernel_register(const char *name, size_t num_params, const size_t *param_sizes,
                                           cgrt_emulated_kernel_fn fn) {
   if (name == NULL || fn == NULL || num_params > CGRT_EMULATED_MAX_PARAMS || (num_params && !param_sizes))
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_emulated_kernel_register: bad arguments");
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_emulated_kernel_register: NULL name or fn, NULL param_sizes, or %zu parameters (max %d)",
+                      num_params, CGRT_EMULATED_MAX_PARAMS);
   cgrt__ref_kernel k;
   memset(&k, 0, sizeof k);
+  k.name = name;
+  k.num_params = num_params;
+  for (size_t i = 0; i < num_params; i++) k.param_sizes[i] = param_sizes[i];
+  /* Same layout (static assertions above): the reference receives cgrt__ref_launch. */
+  k.fn = (cgrt__ref_fn)(void (*)(void))fn;
+  size_t bad = 0;
+  if (cgrt__ref_kernel_check(&k, &bad) != 0)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_emulated_kernel_register: '%s' parameter %zu has size %zu: each parameter needs 1 to "
+                      "%d bytes and all of them, packed, at most %d bytes (the driver's limit)",
+                      name, bad, param_sizes[bad], CGRT_EMULATED_MAX_PARAM_BYTES, CGRT_EMULATED_MAX_PARAM_BYTES);
   /* The registry keeps the name pointer for the process lifetime: reuse the one of an
    * earlier registration (a replacement), else copy. */
   const cgrt__ref_kernel *old = cgrt__ref_kernel_find(name);
   int owned = old == NULL;
   k.name = old ? old->name : strdup(name);
   if (k.name == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_emulated_kernel_register");
-  k.num_params = num_params;
-  for (size_t i = 0; i < num_params; i++) {
-    if (param_sizes[i] == 0) {
-      if (owned) free((void *)k.name);
-      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_emulated_kernel_register: '%s' parameter %zu has size 0",
-                        name, i);
-    }
-    k.param_sizes[i] = param_sizes[i];
-  }
-  /* Same layout (static assertions above): the reference receives cgrt__ref_launch. */
-  k.fn = (cgrt__ref_fn)(void (*)(void))fn;
   if (cgrt__ref_kernel_register(&k) != 0) {
     if (owned) free((void *)k.name);
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_emulated_kernel_register: the reference table is full");

@@ -28,8 +28,9 @@ cgrt_status cgrt__runtime_enter(cgrt_runtime *rt, const char *api) {
                       api, (void *)rt);
   CUcontext cur = NULL;
   CUresult r = rt->drv->cuCtxGetCurrent(&cur);
-  if (r == CUDA_SUCCESS && cur == rt->ctx) return CGRT_SUCCESS;
-  if (r == CUDA_SUCCESS) r = rt->drv->cuCtxSetCurrent(rt->ctx);
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuCtxGetCurrent", api);
+  if (cur == rt->ctx) return CGRT_SUCCESS;
+  r = rt->drv->cuCtxSetCurrent(rt->ctx);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuCtxSetCurrent", api);
   return CGRT_SUCCESS;
 }
@@ -50,6 +51,8 @@ void cgrt_runtime_options_init(cgrt_runtime_options *o) {
 }
 
 /* ---- driver selection ---- */
+/* The one reader of CGRT_DRIVER: unset, empty or "auto" is AUTO; an unknown value is an
+ * error, never a silent default. */
 static cgrt_status kind_from_env(cgrt_driver_kind *kind) {
   const char *e = getenv("CGRT_DRIVER");
   if (!e || !*e || strcasecmp(e, "auto") == 0) *kind = CGRT_DRIVER_AUTO;
@@ -57,34 +60,76 @@ static cgrt_status kind_from_env(cgrt_driver_kind *kind) {
   else if (strcasecmp(e, "emulated") == 0) *kind = CGRT_DRIVER_EMULATED;
   else
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
-                      "CGRT_DRIVER=\"%s\" is not one of \"auto\", \"cuda\", \"emulated\"", e);
+                      "cgrt_runtime_create: CGRT_DRIVER=\"%s\" is not one of \"auto\", \"cuda\", \"emulated\"", e);
   return CGRT_SUCCESS;
 }
 
-/* AUTO: is the real driver usable for this ordinal? If not, why (for the log). */
-static int real_driver_usable(const cgrt_runtime_options *o, char *why, size_t why_len) {
-  const cgrt__driver *d = cgrt__driver_cuda(o->driver_library, why, why_len);
-  if (!d) return 0;
-  CUresult r = d->cuInit(0);
-  int n = 0;
-  if (r == CUDA_SUCCESS) r = d->cuDeviceGetCount(&n);
-  if (r != CUDA_SUCCESS) {
-    snprintf(why, why_len, "cuInit/cuDeviceGetCount failed with %s", cgrt__curesult_name(r));
-    return 0;
-  }
-  if (o->device_ordinal >= n) {
-    snprintf(why, why_len, "no CUDA device at ordinal %d (%d found)", o->device_ordinal, n);
-    return 0;
-  }
-  return 1;
+/* AUTO found an NVIDIA driver it cannot use: an error, never a silent fallback. */
+static cgrt_status auto_refuse(const cgrt_runtime_options *o, const char *why) {
+  return cgrt__fail(CGRT_ERROR_DRIVER,
+                    "cgrt_runtime_create: CGRT_DRIVER=auto: an NVIDIA driver is installed (%s) but not usable: "
+                    "%s. Fix the driver or device, or set CGRT_DRIVER=emulated (options.driver = "
+                    "CGRT_DRIVER_EMULATED) to run on the CPU emulation on purpose",
+                    o->driver_library ? o->driver_library : "libcuda.so.1", why);
 }
 
-static pthread_once_t g_auto_log_once = PTHREAD_ONCE_INIT;
-static char g_auto_reason[512];
-static pthread_mutex_t g_auto_mu = PTHREAD_MUTEX_INITIALIZER;
-static void log_auto_fallback(void) {
-  cgrt__log(CGRT_LOG_WARN, "cgrt: no usable GPU (%s); using the CPU emulation of the driver",
-            g_auto_reason);
+/* AUTO: the real driver when one is installed; the CPU emulation only when there is no
+ * NVIDIA driver at all (the library cannot be opened, or cuInit finds no device). A
+ * driver that loads but fails (too old, cuInit error, no device of compute capability
+ * 9.0 at the ordinal) is refused with CGRT_ERROR_DRIVER. The fallback is logged at
+ * CGRT_LOG_WARN at every creation, and cgrt_runtime_info.driver reports it. */
+static cgrt_status select_auto(const cgrt_runtime_options *o, const cgrt__driver **out,
+                               cgrt_driver_kind *kind) {
+  char why[512] = "";
+  int absent = 0;
+  const cgrt__driver *d = cgrt__driver_cuda(o->driver_library, why, sizeof why, &absent);
+  CUresult r = CUDA_SUCCESS;
+  int n = 0;
+  if (d) {
+    r = d->cuInit(0);
+    if (r == CUDA_SUCCESS) r = d->cuDeviceGetCount(&n);
+    if (r == CUDA_ERROR_NO_DEVICE || (r == CUDA_SUCCESS && n == 0)) {
+      absent = 1;
+      snprintf(why, sizeof why, "the NVIDIA driver reports no CUDA device (%s)",
+               r == CUDA_SUCCESS ? "cuDeviceGetCount: 0" : "cuInit: CUDA_ERROR_NO_DEVICE");
+    }
+  }
+  if (absent) {
+    cgrt__log(CGRT_LOG_WARN,
+              "cgrt: CGRT_DRIVER=auto: no NVIDIA driver (%s); running on the CPU emulation of the driver "
+              "(CGRT_DRIVER=cuda requires the GPU)",
+              why);
+    *out = cgrt__driver_emulated();
+    *kind = CGRT_DRIVER_EMULATED;
+    return CGRT_SUCCESS;
+  }
+  if (!d) return auto_refuse(o, why);
+  if (r != CUDA_SUCCESS) {
+    snprintf(why, sizeof why, "cuInit/cuDeviceGetCount failed with %s (%d)", cgrt__curesult_name(r), (int)r);
+    return auto_refuse(o, why);
+  }
+  if (o->device_ordinal >= n) {
+    snprintf(why, sizeof why, "no CUDA device at ordinal %d (%d found)", o->device_ordinal, n);
+    return auto_refuse(o, why);
+  }
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  r = d->cuDeviceGet(&dev, o->device_ordinal);
+  if (r == CUDA_SUCCESS) r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (r == CUDA_SUCCESS) r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (r != CUDA_SUCCESS) {
+    snprintf(why, sizeof why, "cuDeviceGet/cuDeviceGetAttribute for ordinal %d failed with %s (%d)",
+             o->device_ordinal, cgrt__curesult_name(r), (int)r);
+    return auto_refuse(o, why);
+  }
+  if (major < 9) {
+    snprintf(why, sizeof why, "the device at ordinal %d has compute capability %d.%d; cgrt needs 9.0",
+             o->device_ordinal, major, minor);
+    return auto_refuse(o, why);
+  }
+  *out = d;
+  *kind = CGRT_DRIVER_CUDA;
+  return CGRT_SUCCESS;
 }
 
 static cgrt_status select_driver(const cgrt_runtime_options *o, const cgrt__driver **out,
@@ -94,21 +139,10 @@ static cgrt_status select_driver(const cgrt_runtime_options *o, const cgrt__driv
     cgrt_status st = kind_from_env(&kind);
     if (st) return st;
   }
-  if (kind == CGRT_DRIVER_AUTO) {
-    char why[512];
-    if (real_driver_usable(o, why, sizeof why)) {
-      kind = CGRT_DRIVER_CUDA;
-    } else {
-      kind = CGRT_DRIVER_EMULATED;
-      pthread_mutex_lock(&g_auto_mu);
-      if (!g_auto_reason[0]) snprintf(g_auto_reason, sizeof g_auto_reason, "%s", why);
-      pthread_mutex_unlock(&g_auto_mu);
-      pthread_once(&g_auto_log_once, log_auto_fallback);
-    }
-  }
+  if (kind == CGRT_DRIVER_AUTO) return select_auto(o, out, kind_out);
   if (kind == CGRT_DRIVER_CUDA) {
     char why[512];
-    *out = cgrt__driver_cuda(o->driver_library, why, sizeof why);
+    *out = cgrt__driver_cuda(o->driver_library, why, sizeof why, NULL);
     if (!*out) return cgrt__fail(CGRT_ERROR_NO_DRIVER, "cgrt_runtime_create: %s", why);
   } else {
     *out = cgrt__driver_emulated();
@@ -167,7 +201,7 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_runtime_create: unknown driver kind %d", (int)o.driver);
 
   const cgrt__driver *base = NULL;
-  cgrt_driver_kind kind;
+  cgrt_driver_kind kind = CGRT_DRIVER_EMULATED;
   cgrt_status st = select_driver(&o, &base, &kind);
   if (st) return st;
 
@@ -313,7 +347,8 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE,
                       "cgrt_runtime_destroy: runtime %p is not live (destroyed twice or never created)",
                       (void *)rt);
-  cgrt__runtime_enter(rt, "cgrt_runtime_destroy");
+  if (cgrt__runtime_enter(rt, "cgrt_runtime_destroy") != CGRT_SUCCESS)
+    cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
   /* Children unlink themselves (cgrt__runtime_detach) in their destroy function. */
   while (rt->children) {
     cgrt__child *c = rt->children;
@@ -323,16 +358,10 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
   }
   live_remove(rt);
   const cgrt__driver *d = rt->drv;
-  CUresult r = d->cuCtxSynchronize();
-  if (r != CUDA_SUCCESS)
-    cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuCtxSynchronize failed with %s", cgrt__curesult_name(r));
+  CGRT__CU_WARN(d, cuCtxSynchronize, (), "cgrt_runtime_destroy");
   cgrt__workspace_release_all(rt);
-  while (rt->module_count > 0)
-    if ((r = d->cuModuleUnload(rt->modules[--rt->module_count])) != CUDA_SUCCESS)
-      cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuModuleUnload failed with %s", cgrt__curesult_name(r));
-  if ((r = d->cuDevicePrimaryCtxRelease(rt->dev)) != CUDA_SUCCESS)
-    cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuDevicePrimaryCtxRelease failed with %s",
-              cgrt__curesult_name(r));
+  while (rt->module_count > 0) CGRT__CU_WARN(d, cuModuleUnload, (rt->modules[--rt->module_count]), "cgrt_runtime_destroy");
+  CGRT__CU_WARN(d, cuDevicePrimaryCtxRelease, (rt->dev), "cgrt_runtime_destroy");
   pthread_mutex_destroy(&rt->mu);
   free(rt);
   return CGRT_SUCCESS;

@@ -214,7 +214,7 @@ cgrt_status cgrt_workspace_lock(cgrt_runtime *rt) {
 }
 
 int cgrt_workspace_is_locked(cgrt_runtime *rt) {
-  if (!cgrt__runtime_is_live(rt)) return 0;
+  if (cgrt__runtime_enter(rt, "cgrt_workspace_is_locked") != CGRT_SUCCESS) return 0;
   pthread_mutex_lock(&rt->mu);
   int l = rt->locked;
   pthread_mutex_unlock(&rt->mu);
@@ -222,8 +222,8 @@ int cgrt_workspace_is_locked(cgrt_runtime *rt) {
 }
 
 cgrt_status cgrt_workspace_get_stats(cgrt_runtime *rt, cgrt_workspace_stats *stats) {
-  if (!cgrt__runtime_is_live(rt))
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_workspace_get_stats: runtime %p is not live", (void *)rt);
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_workspace_get_stats");
+  if (st) return st;
   if (!stats || stats->size < sizeof *stats)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_workspace_get_stats: stats NULL or stats->size too small");
   cgrt_workspace_stats s;
@@ -245,8 +245,8 @@ cgrt_status cgrt_workspace_get_stats(cgrt_runtime *rt, cgrt_workspace_stats *sta
 }
 
 cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, void *user) {
-  if (!cgrt__runtime_is_live(rt))
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_workspace_visit: runtime %p is not live", (void *)rt);
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_workspace_visit");
+  if (st) return st;
   if (!fn) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_workspace_visit: fn is NULL");
   pthread_mutex_lock(&rt->mu);
   for (cgrt__reservation *r = rt->reservations; r; r = r->next) {
@@ -282,8 +282,10 @@ cgrt_status cgrt_workspace_verify(cgrt_runtime *rt) {
 
 /* ---- counters ---- */
 size_t cgrt_counters_decode_bytes(size_t max_rows, size_t heads, int sm_count) {
+  if (heads != 0 && max_rows > SIZE_MAX / heads) return SIZE_MAX; /* saturates, never wraps */
   size_t n = max_rows * heads;
   if (sm_count > 0 && (size_t)sm_count > n) n = (size_t)sm_count;
+  if (n > SIZE_MAX / 4 - 8) return SIZE_MAX;
   return align_up(n, 8) * 4;
 }
 

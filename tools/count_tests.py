@@ -2,6 +2,7 @@
 """Counts test cases in Bazel's test.xml files (GoogleTest JUnit output).
 
   count_tests.py TESTLOGS_DIR LABEL   -> prints "passed failed skipped" for that run
+  count_tests.py --junit FILE LABEL   -> the same for one JUnit XML file (pytest's)
   count_tests.py --total "p f s" ...  -> prints "N passed, N failed, N skipped"
 A test target without test cases in its XML counts as one case (by its exit status).
 """
@@ -11,11 +12,17 @@ import xml.etree.ElementTree as ET
 
 
 def count(logs, label):
+    paths = [os.path.join(root, "test.xml") for root, _, files in os.walk(logs) if "test.xml" in files]
+    return count_files(paths, label)
+
+
+def count_files(paths, label):
     passed = failed = skipped = 0
-    for root, _, files in os.walk(logs):
-        if "test.xml" not in files:
+    for path in paths:
+        if not os.path.exists(path):
+            failed += 1
+            print(f"[{label}] missing {path}", file=sys.stderr)
             continue
-        path = os.path.join(root, "test.xml")
         try:
             tree = ET.parse(path)
         except ET.ParseError:
@@ -48,8 +55,13 @@ def main():
             p, f, s = p + a, f + b, s + c
         print(f"{p} passed, {f} failed, {s} skipped")
         return
-    p, f, s = count(sys.argv[1], sys.argv[2])
-    print(f"[{sys.argv[2]}] {p} passed, {f} failed, {s} skipped", file=sys.stderr)
+    if sys.argv[1] == "--junit":
+        p, f, s = count_files([sys.argv[2]], sys.argv[3])
+        label = sys.argv[3]
+    else:
+        p, f, s = count(sys.argv[1], sys.argv[2])
+        label = sys.argv[2]
+    print(f"[{label}] {p} passed, {f} failed, {s} skipped", file=sys.stderr)
     print(p, f, s)
 
 

@@ -10,11 +10,17 @@
 # graph layer alone).
 # Everything lands in $OUT/validate.tgz (the device tool returns few files; default
 # folder /tmp/cgrt_validate); a summary goes to stdout.
+# The benchmarks' JSON record the commit of the binaries (their "meta"): write it into
+# $1/COMMIT when copying them (git rev-parse HEAD > .gpu_final/COMMIT); without that file
+# the script takes this checkout's HEAD. The PNG plots (tools/plot_results.py) land next
+# to the JSON. bench/results/README.md says how a run's files are recorded.
 set -u
 B=${1:-.gpu_final}
 DEST=${OUT:-/tmp/cgrt_validate}
 O=$(mktemp -d)
 export CGRT_DRIVER=cuda
+CGRT_BENCH_COMMIT=$(cat "$B/COMMIT" 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)
+export CGRT_BENCH_COMMIT
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$O/gpu.txt" 2>&1
 # Benchmarks on the idle GPU.
@@ -30,6 +36,7 @@ if [ "$QUICK" != 1 ]; then
     --command "CGRT_DRIVER=cuda $B/replay_latency > cgrt.json && python3 bench/replay_latency/torch_replay.py --cgrt cgrt.json --out replay_latency_h200.json" \
     > "$O/replay_targets.log" 2>&1
 fi
+python3 "$(dirname "$0")/plot_results.py" "$O"/*_h200.json > "$O/plots.log" 2>&1
 echo "bench phase: $(( $(date +%s) - T0 ))s"
 # Correctness, in parallel.
 run() {  # name, timeout, command...
@@ -54,7 +61,7 @@ run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
 # at the exact start of that live allocation ("inside the nearest allocation"), and
 # aborted; plain runs of the same tests pass and match eager results. The WHILE tests
 # therefore run under memcheck in their own process, less the two that move buffers to
-# new allocations before a WHILE draft (bench/replay_latency/NOTES.md; the second one,
+# new allocations before a WHILE draft (docs/replay.md; the second one,
 # BodyNodeUpdateRefusedFallsBackToReinstantiation, hit the same sanitizer-only fault on
 # 2026-11-29 in the fourth session, after passing under memcheck in the third, and its
 # sticky CUDA_ERROR_ILLEGAL_ADDRESS then failed the next test in that process).
@@ -77,6 +84,7 @@ run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$
 wait
 echo "== total $(( $(date +%s) - T0 ))s"
 cat "$O/gpu.txt"
+echo "commit: $CGRT_BENCH_COMMIT"; cat "$O/plots.log"
 grep -E "^(d2d|default)" "$O/mla_bench.log"
 grep -hE "^(PASS|MISS)" "$O/replay_targets.log" 2>/dev/null
 for f in "$O"/*_test*.log "$O"/engine_demo*.log; do

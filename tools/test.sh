@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test twice: a normal build and an AddressSanitizer (+LeakSanitizer) build,
-# then prints one line "N passed, N failed, N skipped" counted from the test cases of
-# the JUnit XML that each test writes. Extra arguments go to `bazel test`.
+# then the Python package's tests (pytest, on the CPU emulation, against the default
+# build of //:libcgrt.so), and prints one line "N passed, N failed, N skipped" counted
+# from the test cases of the JUnit XML that each test and pytest write. Extra arguments
+# go to `bazel test`.
 # On a machine without a GPU the tests run on cgrt's CPU emulation of the driver.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +26,27 @@ for config in "" "asan"; do
   fi
   summaries+=("$summary")
 done
+echo "== pytest python/tests examples/deepseek_v2_lite" >&2
+if bazel build //:libcgrt.so //:libcgrt_soname; then
+  junit=$(mktemp)
+  CGRT_LIBRARY="$(bazel info bazel-bin 2>/dev/null)/libcgrt.so.1" PYTHONPATH=python \
+    python3 -m pytest -q -p no:cacheprovider python/tests examples/deepseek_v2_lite --junitxml="$junit" >&2
+  prc=$?
+  summary="$(python3 tools/count_tests.py --junit "$junit" pytest)"
+  if [ $prc -ne 0 ]; then
+    rc=1
+    if [ $prc -ne 1 ]; then  # not "some tests failed": pytest missing, no tests, interrupted
+      echo "[pytest] exited with $prc: counted as a failure" >&2
+      read -r p f s <<<"$summary"
+      summary="$p $((f + 1)) $s"
+    fi
+  fi
+  rm -f "$junit"
+else
+  echo "[pytest] bazel build //:libcgrt.so failed: counted as a failure" >&2
+  rc=1
+  summary="0 1 0"
+fi
+summaries+=("$summary")
 python3 tools/count_tests.py --total "${summaries[@]}"
 exit $rc

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_mla.h"
 #include "runtime/runtime_internal.h"
 
@@ -74,8 +75,7 @@ int main(int argc, char **argv) {
       only.push_back(sh);
     }
   }
-  std::string cmd;
-  for (int i = 0; i < argc; i++) cmd += (i ? " " : "") + std::string(argv[i]);
+  const std::string cmd = cgrt_bench::command_line(argc, argv);
 
   OK(cgrt_runtime_create(nullptr, &rt));
   cgrt_runtime_info info{};
@@ -150,12 +150,8 @@ int main(int argc, char **argv) {
     }
   }
 
-  char date[64];
-  time_t now = time(nullptr);
-  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-  std::string js = "{\n  \"benchmark\": \"mla_decode\",\n  \"gpu\": \"" + std::string(info.device_name) +
-                   "\",\n  \"sm_count\": " + std::to_string(info.sm_count) + ",\n  \"date\": \"" + date +
-                   "\",\n  \"command\": \"" + cmd + "\",\n  \"page_size\": 64,\n  \"copy_tbps\": " +
+  std::string js = "{\n  \"benchmark\": \"mla_decode\",\n  \"meta\": " + cgrt_bench::meta_json(info, cmd) +
+                   ",\n  \"sm_count\": " + std::to_string(info.sm_count) + ",\n  \"page_size\": 64,\n  \"copy_tbps\": " +
                    std::to_string(copy_tbps) + ",\n  \"results\": [\n";
   printf("d2d copy %.3f TB/s on %s (%d SMs)\n", copy_tbps, info.device_name, info.sm_count);
   bool first = true;

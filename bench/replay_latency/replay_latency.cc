@@ -4,8 +4,8 @@
 //   replay_latency [--iters N] [--sizes 32,128,512]
 //
 // Runs on the driver CGRT_DRIVER selects (the numbers only mean something on a GPU).
-// Prints one JSON object to stdout; torch_replay.py adds PyTorch's figures and writes
-// bench/results/replay_latency_h200.json.
+// Prints one JSON object to stdout, with the run's "meta" (bench/common/bench_meta.h);
+// torch_replay.py adds PyTorch's figures and writes bench/results/replay_latency_h200.json.
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_graphs.h"
 #include "kernels/registry.h"
 #include "runtime/runtime_internal.h"
@@ -241,6 +242,7 @@ std::vector<cgrt_binding> bindings_for(Step &S, int k, int j) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  const std::string command = cgrt_bench::command_line(argc, argv);  // before strtok
   std::vector<int> sizes = {32, 128, 512};
   int iters = 400;
   for (int i = 1; i < argc; i++) {
@@ -271,11 +273,8 @@ int main(int argc, char **argv) {
   B.iters = iters;
   CHECK_CU(d->cuStreamCreate(&B.stream, CU_STREAM_NON_BLOCKING));
 
-  std::string out = "{\n  \"device\": \"";
-  out += info.device_name;
-  out += "\", \"driver\": \"";
-  out += cgrt_driver_kind_name(info.driver);
-  out += "\", \"driver_version\": " + std::to_string(info.driver_version) + ",\n  \"cases\": [";
+  std::string out = "{\n  \"benchmark\": \"replay_latency\",\n  \"meta\": " + cgrt_bench::meta_json(info, command) +
+                    ",\n  \"cases\": [";
 
   double capture_default_s = 0, capture_default_wall_s = 0;
   size_t capture_default_buckets = 0;

@@ -1,13 +1,17 @@
 """PyTorch's CUDA-graph replay of N equivalent tiny kernels, measured in the same device
-call as bench/replay_latency, then merged with its JSON into one results file.
+call as bench/replay_latency, then merged with its JSON into one results file with the
+targets checked (design and figures: docs/replay.md).
 
-  python3 torch_replay.py --cgrt cgrt.json --out bench/results/replay_latency_h200.json \
+  python3 torch_replay.py --cgrt cgrt.json --out replay_latency_h200.json \
       --command "<the command line that produced both>"
+
+The run's "meta" object (bench/common/bench_meta.h) comes from replay_latency's JSON;
+this script adds the torch version and, given --command, the command of the pair.
 """
 import argparse
 import datetime
 import json
-import statistics
+import os
 import time
 
 import torch
@@ -76,10 +80,14 @@ def main():
     sizes = sorted({c["nodes"] for c in res["cases"]})
     torch_cases = [bench(n) for n in sizes]
     res["cases"] += torch_cases
-    res["gpu"] = torch.cuda.get_device_name(0)
-    res["torch"] = torch.__version__
-    res["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    res["command"] = a.command
+    meta = res.setdefault("meta", {})
+    if not meta:  # a replay_latency binary older than the "meta" object
+        meta.update({"gpu": torch.cuda.get_device_name(0), "driver": "unknown",
+                     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "commit": os.environ.get("CGRT_BENCH_COMMIT") or "unknown", "command": ""})
+    meta["torch"] = torch.__version__
+    if a.command:
+        meta["command"] = a.command
 
     def get(case, n):
         for c in res["cases"]:

@@ -32,7 +32,8 @@ typedef struct cgrt_fault_plan {
 
 /* Installs a plan (copied; symbol string copied) and resets the call counter. NULL
  * clears the plan (calls pass through, still counted).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_ARGUMENT (size too small). Thread-safe;
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_ARGUMENT (size too small; the message
+ * gives the sizes). Thread-safe;
  * may be called during capture. */
 cgrt_status cgrt_fault_set(const cgrt_fault_plan *plan);
 

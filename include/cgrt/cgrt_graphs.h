@@ -114,7 +114,9 @@ typedef struct cgrt_buffer_desc {
  * draft_remaining (optional, -1 for none; only read by WHILE draft loops, see
  * cgrt_graphs_draft): int32 per request, draft_remaining[r] = how many draft steps
  * request r still wants in this loop; the host writes it before the call, cgrt never
- * writes it. A request with 0 takes part in no step of its own. */
+ * writes it. A request with 0 takes part in no step of its own. When meta.enabled,
+ * draft_remaining must be -1 or a registered buffer of at least max_num_seqs * 4 bytes
+ * (else CGRT_ERROR_INVALID_ARGUMENT naming it). */
 typedef struct cgrt_graph_meta {
   int enabled;
   int req_seq_lens, req_positions, block_table;
@@ -153,11 +155,15 @@ typedef struct cgrt_graphs_options {
   int block_len;          /* k >= 2 captures block-mode buckets; 0 (default) none */
   /* Capture sizes in rows (any order, duplicates ignored); NULL: 1, 2, 4, multiples of
    * 8 up to 256, multiples of 16 up to max_capture_rows. In block mode each size is
-   * rounded up to a multiple of block_len. */
+   * rounded up to a multiple of block_len. Each size must lie in [1,
+   * CGRT_GRAPHS_MAX_ROWS], and there may be 1 to 1024 of them (capture_sizes NULL with
+   * num_capture_sizes 0 for the defaults); else cgrt_graphs_create fails with
+   * CGRT_ERROR_INVALID_ARGUMENT naming the entry. */
   const int *capture_sizes;
   size_t num_capture_sizes;
-  /* Largest bucket in rows for the default sizes; 0: min(max_num_seqs * rows_per_req * 2,
-   * 512). Always clamped to max_num_seqs * rows_per_req (no batch can need more). */
+  /* Largest bucket in rows for the default sizes, in [0, CGRT_GRAPHS_MAX_ROWS] (else
+   * CGRT_ERROR_INVALID_ARGUMENT); 0: min(max_num_seqs * rows_per_req * 2, 512). Always
+   * clamped to max_num_seqs * rows_per_req (no batch can need more). */
   int max_capture_rows;
   int warmup_runs;        /* eager runs before each capture; default 1, 0 allowed */
   cgrt_enqueue_fn enqueue;  /* required */
@@ -217,8 +223,12 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
                                cgrt_graphs **out);
 
 /* Destroys the set (graphs, executables, streams it made). NULL is a no-op. Must not be
- * called while another thread uses the set, nor during capture. Returns CGRT_SUCCESS;
- * driver failures during teardown are logged. */
+ * called while another thread uses the set, nor during capture. A capture of the set's
+ * stream that a failed cuStreamEndCapture left open is ended here (call it on the thread
+ * that captured: the capture is thread-local). Returns CGRT_SUCCESS, or
+ * CGRT_ERROR_INVALID_HANDLE for a set that is not live; driver failures during teardown
+ * are not returned (the set is gone either way) but logged at CGRT_LOG_WARN, each naming
+ * the driver call and its CUresult. */
 cgrt_status cgrt_graphs_destroy(cgrt_graphs *set);
 
 /* Warms up and captures every bucket of every enabled mode (largest first), then the
@@ -236,7 +246,8 @@ cgrt_status cgrt_graphs_capture(cgrt_graphs *set);
 
 /* Re-captures and re-instantiates the bucket of `mode` that holds `rows` (for hosts whose
  * step changed, and for benchmarks). Statuses: as cgrt_graphs_capture, plus
- * CGRT_ERROR_NO_BUCKET. */
+ * CGRT_ERROR_INVALID_ARGUMENT (unknown mode, rows < 1) and CGRT_ERROR_NO_BUCKET (rows
+ * past every bucket of the mode). */
 cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows);
 
 /* A new address for a registered buffer, for one step. bytes 0 means the registered size;
@@ -253,14 +264,14 @@ typedef struct cgrt_binding {
  * address stays current for later steps; in copy-in replay it applies to this step only.
  * Success path: no allocation, no formatting, one uncontended lock.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (mode
- * not captured, num_reqs < 1 or > max_num_seqs, bad binding); CGRT_ERROR_NO_BUCKET (past
+ * not enabled, or not captured: cgrt_graphs_capture not called yet, or no bucket of the
+ * mode captured; num_reqs < 1 or > max_num_seqs; bad binding); CGRT_ERROR_NO_BUCKET (past
  * the largest bucket with fail_past_largest); CGRT_ERROR_STALE_POINTER and
  * CGRT_ERROR_COUNTERS_DIRTY (checked replay; nothing launched for the former);
  * CGRT_ERROR_CALLBACK_FAILED (eager fallback); CGRT_ERROR_CAPTURE_FAILED (exec-update
  * re-capture); CGRT_ERROR_DRIVER (a failed node update leaves the bucket to be fully
  * re-patched by the next step; nothing was launched). Thread-safe (serialized per set).
- * The runtime's context must be current on the calling thread (it is after any cgrt call
- * on that thread, or in a thread where the CUDA runtime/PyTorch uses the primary context).
+ * Makes the runtime's context current on the calling thread, as every cgrt call does.
  * Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
                              const cgrt_binding *bindings, size_t num_bindings);
@@ -295,8 +306,11 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
                               size_t num_bindings);
 
 /* Replaces the host-declared live ranges (checked replay also accepts pointers into
- * them). Copies the list. Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE,
- * CGRT_ERROR_INVALID_ARGUMENT, CGRT_ERROR_OUT_OF_MEMORY. Thread-safe. */
+ * them). Copies the list. Each range needs a non-zero base and size and must end at or
+ * below 2^64 (base + bytes does not wrap).
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (ranges
+ * NULL with count > 0, or a bad range: the message names its index; the old list is
+ * kept), CGRT_ERROR_OUT_OF_MEMORY. Thread-safe. */
 cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count);
 
 /* The replay stream (options.stream or the set's own). */

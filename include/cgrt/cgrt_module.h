@@ -62,13 +62,21 @@ typedef void (*cgrt_emulated_kernel_fn)(const cgrt_emulated_launch *launch, cons
                                         const size_t *param_offsets);
 
 #define CGRT_EMULATED_MAX_PARAMS 32
+/* The driver's limit on a kernel's parameters, packed (CUDA 12.1+). */
+#define CGRT_EMULATED_MAX_PARAM_BYTES 32764
 
 /* Registers (or replaces) the C reference the emulation runs for kernel `name`, with the
  * sizes in bytes of its num_params parameters. Process-wide; the name is copied. Register
- * before cgrt_module_function looks the kernel up. Harmless on a GPU (never used there).
+ * before cgrt_module_function looks the kernel up: a function handle keeps the reference
+ * it was looked up with (a replacement serves later lookups; launches already running,
+ * or of handles taken before, are unaffected). Harmless on a GPU (never used there).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (NULL name or fn, num_params above
- * CGRT_EMULATED_MAX_PARAMS, a zero size); CGRT_ERROR_OUT_OF_MEMORY (the table is full).
- * Thread-safe. */
+ * CGRT_EMULATED_MAX_PARAMS, a size of 0 or above CGRT_EMULATED_MAX_PARAM_BYTES, or a
+ * packed size, each parameter at min(size, 8)-byte alignment, above
+ * CGRT_EMULATED_MAX_PARAM_BYTES: the message names the parameter; nothing is
+ * registered); CGRT_ERROR_OUT_OF_MEMORY (the table is full: 64 names, 1024 distinct
+ * registrations per process). Thread-safe, also with lookups and launches of the same
+ * name. */
 cgrt_status cgrt_emulated_kernel_register(const char *name, size_t num_params, const size_t *param_sizes,
                                           cgrt_emulated_kernel_fn fn);
 

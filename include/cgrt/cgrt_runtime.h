@@ -2,7 +2,14 @@
  *
  * A cgrt_runtime binds cgrt to one CUDA device through its primary context (the same
  * context the CUDA runtime and PyTorch use), or to the CPU emulation of the driver.
- * Everything else in cgrt (workspaces, counters, graph sets, kernels) hangs off it. */
+ * Everything else in cgrt (workspaces, counters, graph sets, kernels) hangs off it.
+ *
+ * Context: every cgrt function that takes a handle (a runtime, or a graph set, plan or
+ * module made from one) makes the runtime's context current on the calling thread
+ * before it does anything else (cuCtxSetCurrent, only when another context or none is
+ * current), and leaves it current. So any cgrt call on a new thread prepares that thread
+ * for the next ones. Such a function can also fail with CGRT_ERROR_DRIVER when the
+ * driver refuses that (the message names cuCtxGetCurrent or cuCtxSetCurrent). */
 #ifndef CGRT_RUNTIME_H
 #define CGRT_RUNTIME_H
 
@@ -16,9 +23,20 @@ extern "C" {
 typedef struct cgrt_runtime cgrt_runtime;
 
 typedef enum cgrt_driver_kind {
-  /* The environment variable CGRT_DRIVER decides ("cuda", "emulated", "auto"); unset
-   * means auto: the real driver when a usable GPU is found, else the emulation (the
-   * reason is logged once at CGRT_LOG_WARN). */
+  /* The environment variable CGRT_DRIVER decides: "cuda", "emulated" or "auto" (case
+   * insensitive; unset or empty means "auto"; any other value fails cgrt_runtime_create
+   * with CGRT_ERROR_INVALID_ARGUMENT). It is read at each cgrt_runtime_create whose
+   * options.driver is CGRT_DRIVER_AUTO, and only then.
+   * "auto" uses the real driver when an NVIDIA driver is installed, and the CPU emulation
+   * only when there is none: libcuda.so.1 (options.driver_library) cannot be opened, or
+   * the driver reports no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE, or 0 devices). The
+   * fallback is logged at CGRT_LOG_WARN at every creation, and
+   * cgrt_runtime_info.driver says CGRT_DRIVER_EMULATED. A driver that is installed but
+   * not usable is never silently replaced: when libcuda.so.1 loads but is too old or
+   * lacks a required entry point, cuInit or cuDeviceGetCount fails otherwise, there is
+   * no device at the ordinal, or that device's compute capability is below 9.0,
+   * cgrt_runtime_create fails with CGRT_ERROR_DRIVER and a message giving the reason and
+   * that CGRT_DRIVER=emulated selects the emulation on purpose. */
   CGRT_DRIVER_AUTO = 0,
   CGRT_DRIVER_CUDA = 1,     /* libcuda.so.1 only; no fallback */
   CGRT_DRIVER_EMULATED = 2  /* the CPU emulation of the driver */
@@ -43,7 +61,8 @@ void cgrt_runtime_options_init(cgrt_runtime_options *options);
 
 typedef struct cgrt_runtime_info {
   size_t size;              /* set by the caller to sizeof(cgrt_runtime_info) */
-  cgrt_driver_kind driver;  /* CGRT_DRIVER_CUDA or CGRT_DRIVER_EMULATED */
+  cgrt_driver_kind driver;  /* the driver in use: CGRT_DRIVER_CUDA or CGRT_DRIVER_EMULATED
+                               (never AUTO: what AUTO chose) */
   int driver_version;       /* cuDriverGetVersion, e.g. 13000 */
   int device_ordinal;
   char device_name[256];
@@ -58,11 +77,14 @@ typedef struct cgrt_runtime_info {
  * that the caller releases with cgrt_runtime_destroy; on failure *out is NULL and
  * nothing is leaked.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (out NULL, options->size too
- * small, bad enum); CGRT_ERROR_NO_DRIVER (dlopen or symbol resolution failed, driver
+ * small, bad enum, negative ordinal, CGRT_DRIVER set to an unknown value);
+ * CGRT_ERROR_NO_DRIVER (CGRT_DRIVER_CUDA: dlopen or symbol resolution failed, driver
  * older than 12.4; the message carries the dlopen error); CGRT_ERROR_NO_DEVICE (cuInit
  * or device lookup failed, ordinal out of range; the message names the CUresult);
  * CGRT_ERROR_UNSUPPORTED_DEVICE (compute capability below 9.0, or the embedded fatbin
- * does not load); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER.
+ * does not load); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER (a driver call failed;
+ * with CGRT_DRIVER_AUTO also: an NVIDIA driver is installed but not usable, see
+ * CGRT_DRIVER_AUTO).
  * Thread-safe. Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtime **out);
 
@@ -80,7 +102,7 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt);
  * CGRT_ERROR_DRIVER. Thread-safe. May be called during capture. */
 cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info);
 
-/* "cuda" or "emulated". Static string. */
+/* "auto", "cuda" or "emulated" ("unknown" for another value). Static string. */
 const char *cgrt_driver_kind_name(cgrt_driver_kind kind);
 
 /* Synchronizes the runtime's context (cuCtxSynchronize).

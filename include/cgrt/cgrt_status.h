@@ -49,7 +49,9 @@ const char *cgrt_status_string(cgrt_status status);
 
 /* The detailed message of the calling thread's last failing cgrt call, e.g.
  * "workspace 'mla.partials' (lane 0) is locked: requested 4194304 bytes for buffer 1,
- * reserved 2097152". "" if this thread has had no failure. The pointer is owned by
+ * reserved 2097152". Context added by cgrt layers goes in front ("<context>: <inner
+ * message>"); a message longer than 2047 bytes ends with " [... N more bytes cut]", it
+ * is never cut silently. "" if this thread has had no failure. The pointer is owned by
  * cgrt, valid until this thread's next cgrt call. Thread-safe (per-thread storage);
  * may be called during capture. */
 const char *cgrt_last_error(void);

@@ -90,7 +90,9 @@ typedef struct cgrt_workspace_stats {
 cgrt_status cgrt_workspace_get_stats(cgrt_runtime *rt, cgrt_workspace_stats *stats);
 
 /* Calls fn once per reservation (in creation order) with its lane, name, number of
- * buffers and reserved bytes; for reports such as the demo's. Thread-safe. */
+ * buffers and reserved bytes; for reports such as the demo's (fn must not call cgrt).
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (fn
+ * NULL). Thread-safe. */
 typedef void (*cgrt_workspace_visit_fn)(void *user, int lane, const char *name,
                                         size_t buffers, size_t bytes);
 cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, void *user);
@@ -108,10 +110,14 @@ cgrt_status cgrt_workspace_verify(cgrt_runtime *rt);
  * so the buffer is zeroed once, when it is allocated, and never per step. */
 
 /* Bytes the decode kernels need for max_rows rows of `heads` heads:
- * round_up(max(max_rows * heads, sm_count), 8) * 4. */
+ * round_up(max(max_rows * heads, sm_count), 8) * 4. Never wraps: when that size does not
+ * fit in a size_t it returns SIZE_MAX, which cgrt_counters_reserve refuses with
+ * CGRT_ERROR_INVALID_ARGUMENT (as every size above 2^40 bytes). Thread-safe; may be
+ * called during capture. */
 size_t cgrt_counters_decode_bytes(size_t max_rows, size_t heads, int sm_count);
 
-/* Raises the counter buffer's size to at least `bytes` (rounded up to 32 bytes).
+/* Raises the counter buffer's size to at least `bytes` (rounded up to 32 bytes; 1 to
+ * 2^40 bytes, else CGRT_ERROR_INVALID_ARGUMENT).
  * Before the lock a larger request reallocates (zeroed; the old address is gone).
  * After the lock a larger request fails with CGRT_ERROR_WORKSPACE_LOCKED.
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT,

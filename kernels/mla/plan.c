@@ -266,7 +266,8 @@ fail:
 
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan) {
   if (!plan || !cgrt__handle_remove(plan, CGRT__HANDLE_MLA_PLAN)) return;
-  if (cgrt__runtime_is_live(plan->rt)) cgrt__runtime_detach(plan->rt, &plan->child);
+  if (cgrt__runtime_enter(plan->rt, "cgrt_mla_plan_destroy") == CGRT_SUCCESS)
+    cgrt__runtime_detach(plan->rt, &plan->child);
   free(plan);
 }
 
@@ -275,6 +276,8 @@ static void destroy_child(void *obj) { cgrt_mla_plan_destroy((cgrt_mla_plan *)ob
 cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *info) {
   if (!cgrt__handle_live(p, CGRT__HANDLE_MLA_PLAN))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_mla_plan_get_info: plan is NULL or destroyed");
+  cgrt_status st = cgrt__runtime_enter(p->rt, "cgrt_mla_plan_get_info");
+  if (st) return st;
   /* The struct grows at its end: a caller built against an older header (the first one
    * ended at split_kernel) gets the fields it knows. */
   if (!info || info->size < offsetof(cgrt_mla_plan_info, split_kernel) + sizeof info->split_kernel)

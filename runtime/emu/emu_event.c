@@ -100,6 +100,22 @@ CUresult cgrt__emu_cuEventSynchronize(CUevent hEvent) {
   return r; /* recorded work has already run */
 }
 
+/* Work runs when it is enqueued, so a recorded event is always complete. Like the
+ * driver, a query is an unsafe call while the calling thread captures. */
+CUresult cgrt__emu_cuEventQuery(CUevent hEvent) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  cgrt__emu_lock();
+  if (!cgrt__emu_reg_is(hEvent, EMU_K_EVENT))
+    r = CUDA_ERROR_INVALID_HANDLE;
+  else if ((r = cgrt__emu_unsafe_call()) != CUDA_SUCCESS)
+    ; /* r set: the capture is invalidated */
+  else if (event_capture(hEvent) != NULL)
+    r = CUDA_ERROR_CAPTURED_EVENT;
+  cgrt__emu_unlock();
+  return r;
+}
+
 CUresult cgrt__emu_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;

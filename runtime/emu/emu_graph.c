@@ -36,6 +36,7 @@ void cgrt__emu_node_free(struct CUgraphNode_st *n) {
 
 void cgrt__emu_graph_free(struct CUgraph_st *g) {
   if (g == NULL) return;
+  cgrt__emu_capture_graph_freed(g);
   for (size_t i = 0; i < g->n; i++) cgrt__emu_node_free(g->nodes[i]);
   free(g->nodes);
   free(g->conds);

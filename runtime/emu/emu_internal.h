@@ -204,6 +204,10 @@ CUresult cgrt__emu_stream_get(CUstream h, struct CUstream_st **s, emu_capture **
 /* Records a node on a capturing stream (depends on the stream's previous nodes). On
  * failure the node is freed and the capture invalidated. */
 CUresult cgrt__emu_capture_node(struct CUstream_st *s, struct CUgraphNode_st *n);
+/* A graph is being freed (cuGraphDestroy, or its conditional node's graph): a capture
+ * into it (cuStreamBeginCaptureToGraph) is invalidated and loses it, so that ending the
+ * capture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED instead of a freed graph. */
+void cgrt__emu_capture_graph_freed(const struct CUgraph_st *g);
 /* Invalidates a capture and returns r. */
 CUresult cgrt__emu_capture_fail(emu_capture *cap, CUresult r);
 /* For a potentially unsafe call (allocation, synchronous copy, synchronization, ...):

@@ -41,6 +41,16 @@ CUresult cgrt__emu_capture_fail(emu_capture *cap, CUresult r) {
   return r;
 }
 
+void cgrt__emu_capture_graph_freed(const struct CUgraph_st *g) {
+  for (emu_capture *c = g_captures; c != NULL; c = c->next) {
+    if (c->graph != g) continue;
+    c->graph = NULL;
+    c->invalidated = 1;
+    for (struct CUstream_st *s = g_streams; s != NULL; s = s->next)
+      if (s->cap == c) s->ndeps = 0; /* its nodes are gone */
+  }
+}
+
 emu_capture *cgrt__emu_capture_by_id(uint64_t id) {
   for (emu_capture *c = g_captures; c != NULL; c = c->next)
     if (c->id == id) return c;
@@ -298,7 +308,7 @@ CUresult cgrt__emu_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     return r;
   }
   int oom = 0;
-  if (c->invalidated)
+  if (c->invalidated || c->graph == NULL)
     r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   else if (!all_joined(c, &oom))
     r = oom ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
@@ -316,7 +326,7 @@ CUresult cgrt__emu_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
   if (r == CUDA_SUCCESS) {
     *phGraph = c->graph;
   } else {
-    if (!c->to_graph) cgrt__emu_graph_free(c->graph);
+    if (!c->to_graph && c->graph != NULL) cgrt__emu_graph_free(c->graph);
     *phGraph = NULL;
   }
   free(c);

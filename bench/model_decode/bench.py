@@ -1,0 +1,641 @@
+"""Decode steps of the DeepSeek-V2-Lite-shaped model (examples/deepseek_v2_lite): cgrt graphs
+against torch.cuda.CUDAGraph with static buffers and copy-in, against eager PyTorch; same
+model, same inputs, same attention kernel (cgrt's MLA decode on all sides).
+
+    python3 bench/model_decode/bench.py --out DIR        # H200: full model, < 8 minutes
+    CGRT_DRIVER=emulated python3 bench/model_decode/bench.py --smoke --out /tmp/x  # code path check
+
+Writes DIR/model_decode.json and PNG plots (latency against batch, one line per method,
+one plot per context; host time per step). What is measured (the JSON repeats it):
+
+Methods, per (batch, context) point, with a bucket of B >= batch rows:
+  cgrt             cgrt_graphs_step through the Python package: the step's token ids,
+                   request lengths and positions are new device tensors each step (a ring of
+                   4 sets), bound to the graph (pointer update, no copy); cgrt's metadata
+                   kernel derives per-row lengths, positions and slots on the device.
+  cgrt_raw         the same step as one ctypes call to cgrt_graphs_step with a prebuilt
+                   binding array (the host cost without the package's Python checks).
+  cgrt_rebind_all  as cgrt, and the block table moves too (ring of 4 copies): every MLA node
+                   of the 27 layers is patched each step.
+  torch_graph      what Python engines do: one torch.cuda.CUDAGraph per bucket over static
+                   input tensors; each step copies the prepared inputs (token ids, positions,
+                   lengths, slot mapping, padded to the bucket on the host) into them, then
+                   replays.
+  eager            the same PyTorch code and cgrt MLA launched op by op over the batch's
+                   rows (no padding).
+All use one persistent block table (engines keep it on the device), the same weights,
+KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back):
+latency = CUDA events recorded before and after the step's host part, on the replay
+stream; host time = time.perf_counter() around the host part. tokens/s = batch / latency.
+
+Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs):
+cgrt_graphs_capture's wall clock (warm-ups, captures, instantiation, upload) against the
+sum of torch's warm-ups and torch.cuda.graph blocks (capture + instantiation; memory
+measurements excluded), with one eager warm-up before each bucket on both sides (vLLM's
+and cgrt's default), and again with one warm-up for the whole set; torch with gc.collect
+and empty_cache turned off during capture (as vLLM does). Graph memory per bucket: free
+device memory (cudaMemGetInfo) before the bucket's capture minus after its capture,
+instantiation and first launch (cgrt uploads at capture; torch's graph is launched once),
+warm-up excluded; the private pools' totals from torch.cuda.memory_snapshot() (the
+segments of each pool). Workspace: cgrt's MLA plan info against the fixed-split formula.
+
+KV cache sizing: 128 requests x 32K tokens x 576 x 2 bytes is 4.9 GB per layer, 132 GB
+for 27 layers: too much with the weights. The benchmark allocates as many distinct
+per-layer caches as fit (the output says how many); layer l uses cache l mod that number.
+Each cache holds every page of every point, and a layer reads its own pages of its
+own cache: the same bytes as distinct caches, but layers l and l + distinct read the
+same memory (at 32K x 128, 4.9 GB each: no L2 effect; at small points the repeated
+layers may hit in L2).
+
+Draft loop: the MTP-style drafter (one layer) proposes k = 3 tokens per request in one
+cgrt_graphs_draft launch; the target verifies 4 single-token rows per request with the
+device-side acceptance (synthetic, alpha 0.7) and advance. Measured per (batch, context):
+draft loop time per proposed token and per accepted token, iteration time (draft +
+verify) per emitted token; 10 iterations back to back, no host synchronization inside.
+"""
+import argparse
+import contextlib
+import ctypes
+import datetime
+import gc
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "examples", "deepseek_v2_lite"))
+
+import torch  # noqa: E402
+
+import backend as cg  # noqa: E402
+import common  # noqa: E402
+from common import say  # noqa: E402
+from config import FULL, REDUCED, vllm_capture_sizes, with_layers  # noqa: E402
+from engine import Engine, io_buffers, pages_for, summarize_ms  # noqa: E402
+from model import Exec, weight_bytes  # noqa: E402
+
+RING = 4
+
+
+def gpu_meta(be):
+    m = common.run_meta(be)
+    m["cgrt_library"] = be.info.get("library")
+    if not be.emulated:
+        m["gpu"] = torch.cuda.get_device_name(be.device)
+        m["cuda_runtime"] = torch.version.cuda
+        try:
+            m["nvidia_driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                                capture_output=True, text=True, timeout=20).stdout.strip()
+        except Exception:  # noqa: BLE001
+            m["nvidia_driver"] = None
+    return m
+
+
+def pool_bytes(pool):
+    """Bytes of the segments of one private pool (torch.cuda.memory_snapshot)."""
+    try:
+        segs = torch.cuda.memory_snapshot()
+    except Exception:  # noqa: BLE001
+        return None
+    if segs and "segment_pool_id" not in segs[0]:
+        return None
+    return sum(seg["total_size"] for seg in segs if tuple(seg["segment_pool_id"]) == tuple(pool))
+
+
+def free_bytes():
+    torch.cuda.synchronize()
+    return torch.cuda.mem_get_info()[0]
+
+
+@contextlib.contextmanager
+def no_gc_during_capture():
+    """vLLM turns these off while it captures: they cost per bucket and free nothing."""
+    saved = (gc.collect, torch.cuda.empty_cache)
+    gc.collect = lambda *a, **k: 0
+    torch.cuda.empty_cache = lambda: None
+    try:
+        yield
+    finally:
+        gc.collect, torch.cuda.empty_cache = saved
+
+
+class TorchGraphs:
+    """torch.cuda.CUDAGraph per bucket over static inputs; copy-in each step."""
+
+    def __init__(self, eng, sizes, stream):
+        self.eng, self.sizes, self.stream = eng, sorted(sizes, reverse=True), stream
+        self.io = io_buffers(eng.cfg, eng.S, eng.MB, eng.be.device)
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs, self.buckets = {}, []
+
+    def bucket(self, n):
+        return min(s for s in self.sizes if s >= n)
+
+    def forward(self, B, io):
+        e = self.eng
+        e.model.forward(Exec(e.be, e.be.stream_handle(), kernels=False), io, B, e.plan)
+
+    def capture(self, block_table, warmup="each"):
+        """Captures every bucket and returns the seconds spent in warm-ups and captures
+        (torch.cuda.graph instantiates at the end of its capture). warmup "each": one
+        eager run before each bucket's capture (as vLLM and cgrt's default do), "first":
+        one before the first (largest) only. The "each" pass keeps its graphs and measures
+        their memory (outside the timed part); a "first" pass is timed and dropped."""
+        io = dict(self.io)
+        io["block_table"] = block_table
+        keep = warmup == "each"
+        pool = self.pool if keep else torch.cuda.graph_pool_handle()
+        timed = 0.0
+        with no_gc_during_capture():
+            for B in self.sizes:
+                t0 = time.perf_counter()
+                if keep or B == self.sizes[0]:
+                    self.forward(B, io)
+                    torch.cuda.synchronize()
+                timed += time.perf_counter() - t0
+                if keep:
+                    f0, p0 = free_bytes(), pool_bytes(pool)
+                t1 = time.perf_counter()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool, stream=self.stream):
+                    self.forward(B, io)
+                t2 = time.perf_counter()
+                timed += t2 - t1
+                if not keep:
+                    continue
+                g.replay()
+                f1, p1 = free_bytes(), pool_bytes(pool)
+                self.graphs[B] = g
+                self.buckets.append({"rows": B, "capture_instantiate_seconds": t2 - t1,
+                                     "driver_delta_bytes": f0 - f1,
+                                     "pool_growth_bytes": None if p0 is None else p1 - p0})
+        return timed
+
+    def step(self, inp, B):
+        s = self.io
+        s["token_ids"].copy_(inp["token_ids"], non_blocking=True)
+        s["positions"].copy_(inp["positions"], non_blocking=True)
+        s["seq_lens"].copy_(inp["seq_lens"], non_blocking=True)
+        s["slot_mapping"].copy_(inp["slot_mapping"], non_blocking=True)
+        self.graphs[B].replay()
+
+
+def make_ring(eng, n, ctx, block_table_host, rng_seed):
+    """RING input sets for n requests at context ctx, each set its own tensors: request
+    level (cgrt) and row level, padding rows inert (torch graph, eager)."""
+    S, dev, page, cfg = eng.S, eng.be.device, eng.page, eng.cfg
+    g = torch.Generator()
+    g.manual_seed(rng_seed)
+    ring = []
+    for _ in range(RING):
+        tok = torch.randint(0, cfg.vocab, (S,), generator=g)
+        lens = torch.zeros(S, dtype=torch.int32)
+        lens[:n] = ctx
+        pos = torch.zeros(S, dtype=torch.int64)
+        pos[:n] = ctx - 1
+        slot = torch.full((S,), -1, dtype=torch.int64)
+        p = ctx - 1
+        slot[:n] = block_table_host[:n, p // page].long() * page + p % page
+        rows_seq = torch.zeros(S, dtype=torch.int32)
+        rows_seq[:n] = ctx
+        rows_pos = torch.zeros(S, dtype=torch.int64)
+        rows_pos[:n] = p
+        ring.append({"token_ids": tok.to(dev), "req_seq_lens": lens.to(dev), "req_positions": pos.to(dev),
+                     "seq_lens": rows_seq.to(dev), "positions": rows_pos.to(dev), "slot_mapping": slot.to(dev)})
+    return ring
+
+
+def time_steps(be, stream, fn, iters, warm, deadline):
+    """Synchronized steps: (latency ms list, host us list)."""
+    lat, host = [], []
+    if not be.emulated:
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(warm + iters):
+        if time.perf_counter() > deadline:
+            break
+        if be.emulated:
+            t0 = time.perf_counter()
+            fn(i)
+            t1 = time.perf_counter()
+            if i >= warm:
+                lat.append((t1 - t0) * 1e3)
+                host.append((t1 - t0) * 1e6)
+            continue
+        stream.synchronize()
+        ev0.record(stream)
+        t0 = time.perf_counter()
+        fn(i)
+        t1 = time.perf_counter()
+        ev1.record(stream)
+        ev1.synchronize()
+        if i >= warm:
+            lat.append(ev0.elapsed_time(ev1))
+            host.append((t1 - t0) * 1e6)
+    return lat, host
+
+
+def raw_step_fn(eng, ring, n, names):
+    """cgrt_graphs_step as one ctypes call per step with prebuilt bindings."""
+    gs = eng.decode_set
+    ids = [gs.buffer_id(k) for k in names]
+    arrs = []
+    for inp in ring:
+        a = (cg._clib.Binding * len(names))()
+        for j, (i, k) in enumerate(zip(ids, names)):
+            a[j] = cg._clib.Binding(i, cg.ptr(inp[k]), 0)
+        arrs.append(a)
+    f, h, m = cg.cgrt.lib.cgrt_graphs_step, gs.handle, len(names)
+
+    def step(i):
+        f(h, 0, n, arrs[i % RING], m)
+    return step
+
+
+def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
+    cfg, S = eng.cfg, eng.S
+    points = []
+    host_bt = bt_static.cpu()
+    eager_out = {"out_tokens": torch.zeros_like(eng.dec["out_tokens"]),
+                 "out_hidden": torch.zeros_like(eng.dec["out_hidden"])}
+    for ctx in args.contexts:
+        for n in args.batches:
+            if time.perf_counter() > deadline:
+                points.append({"batch": n, "context": ctx, "skipped": "deadline"})
+                say(f"skip batch {n} ctx {ctx}: deadline")
+                continue
+            if ctx + 8 > eng.max_model_len or n > S:
+                points.append({"batch": n, "context": ctx, "skipped": "outside the engine's sizes"})
+                continue
+            B = eng.decode_set.bucket_rows(n)
+            ring = make_ring(eng, n, ctx, host_bt, 1000 + n + ctx)
+            pt = {"batch": n, "context": ctx, "bucket": B, "methods": {}}
+            est = None
+
+            def run(name, fn, iters, warm):
+                nonlocal est
+                lat, host = time_steps(be, stream, fn, iters, warm, deadline)
+                st = summarize_ms(lat)
+                pt["methods"][name] = {"latency_ms": st, "host_us": summarize_ms(host),
+                                       "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None}
+                if st:
+                    est = st["p50"]
+                    say(f"  {name:16s} batch {n:3d} ctx {ctx:5d}: p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
+                        f"host p50 {summarize_ms(host)['p50']:.1f} us")
+
+            gs = eng.decode_set
+            gs.step(n, bind={"block_table": bt_static})
+            names = ("token_ids", "req_seq_lens", "req_positions")
+            iters = args.iters
+            run("cgrt", lambda i: gs.step(n, bind={k: ring[i % RING][k] for k in names}), iters, 3)
+            if est:
+                iters = max(8, min(args.iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
+            run("cgrt_raw", raw_step_fn(eng, ring, n, names), iters, 2)
+            gs.step(n, bind={k: ring[0][k] for k in names})  # the package's view in line again
+            run("cgrt_rebind_all", lambda i: gs.step(n, bind={"block_table": bt_ring[i % RING],
+                                                              **{k: ring[i % RING][k] for k in names}}), iters, 2)
+            gs.step(n, bind={"block_table": bt_static})
+            if tg is not None:
+                Bt = tg.bucket(n)
+                run("torch_graph", lambda i: tg.step(ring[i % RING], Bt), iters, 3)
+
+            def eager(i):
+                inp = ring[i % RING]
+                io = {"token_ids": inp["token_ids"], "positions": inp["positions"], "seq_lens": inp["seq_lens"],
+                      "slot_mapping": inp["slot_mapping"], "block_table": bt_static}
+                io.update(eager_out)
+                eng.model.forward(Exec(be, be.stream_handle(), kernels=False), io, n, eng.plan)
+            run("eager", eager, max(3, min(args.eager_iters, iters)), 1)
+
+            # same inputs through each method: outputs compared
+            if time.perf_counter() < deadline:
+                inp = ring[0]
+                gs.step(n, bind={k: inp[k] for k in names})
+                be.synchronize()
+                c_tok, c_h = eng.dec["out_tokens"][:n].clone(), eng.dec["out_hidden"][:n].clone()
+                chk = {}
+                if tg is not None:
+                    tg.step(inp, tg.bucket(n))
+                    be.synchronize()
+                    chk["torch_graph_bitwise_equal"] = bool(torch.equal(c_tok, tg.io["out_tokens"][:n]) and
+                                                            torch.equal(c_h, tg.io["out_hidden"][:n]))
+                    chk["torch_graph_max_hidden_diff"] = float((c_h.float() - tg.io["out_hidden"][:n].float()).abs().max())
+                eager(0)
+                be.synchronize()
+                chk["eager_unpadded_max_hidden_diff"] = float((c_h.float() - eager_out["out_hidden"][:n].float()).abs().max())
+                chk["eager_unpadded_token_agreement"] = float((c_tok == eager_out["out_tokens"][:n]).float().mean())
+                pt["checks"] = chk
+            pt["kv_bytes_read_per_step"] = n * ctx * cfg.latent * 2 * cfg.layers
+            points.append(pt)
+            out["points"] = points
+            write(out, args.out)
+    return points
+
+
+def bench_spec(args, be, eng, stream, deadline, out):
+    import spec as spec_mod
+    k = eng.k
+    rows = []
+    rng = random.Random(7)
+    for ctx in args.contexts:
+        for n in args.spec_batches:
+            if time.perf_counter() > deadline or n > eng.Ss:
+                rows.append({"batch": n, "context": ctx, "skipped": "deadline" if n <= eng.Ss else "too large"})
+                continue
+            S, MB, page = eng.Ss, eng.MB, eng.page
+            L = torch.zeros(S, dtype=torch.int32)
+            L[:n] = ctx
+            P = torch.zeros(S, dtype=torch.int64)
+            P[:n] = ctx - 1
+            dev = be.device
+            eng.sL.copy_(L.to(dev))
+            eng.sP.copy_(P.to(dev))
+            eng.sx.copy_(torch.tensor([rng.randrange(eng.cfg.vocab) for _ in range(S)]).to(dev))
+            eng.sbt.copy_(eng.bench_bt[:S])
+            for t in (eng.sh, eng.out_log, eng.cursor, eng.acc_sum, eng.match_sum, eng.iters):
+                t.zero_()
+            iters = args.spec_iters
+            if not be.emulated:
+                evs = [torch.cuda.Event(enable_timing=True) for _ in range(2 * iters + 1)]
+            be.synchronize()
+            t0 = time.perf_counter()
+            for i in range(iters):
+                if not be.emulated:
+                    evs[2 * i].record(stream)
+                eng.draft_set.draft(n)
+                if not be.emulated:
+                    evs[2 * i + 1].record(stream)
+                eng.verify_set.step(n * (k + 1))
+            if not be.emulated:
+                evs[-1].record(stream)
+            host_ms = (time.perf_counter() - t0) * 1e3
+            be.synchronize()
+            if be.emulated:
+                draft_ms = total_ms = host_ms
+            else:
+                draft_ms = sum(evs[2 * i].elapsed_time(evs[2 * i + 1]) for i in range(iters))
+                total_ms = evs[0].elapsed_time(evs[-1])
+            st = spec_mod.snapshot(eng)
+            acc, emitted = int(st["acc"][:n].sum()), int(st["cursor"][:n].sum())
+            proposed = n * k * iters
+            r = {"batch": n, "context": ctx, "k": k, "iterations": iters, "proposed": proposed, "accepted": acc,
+                 "emitted": emitted, "draft_loop_ms": draft_ms, "iteration_ms_total": total_ms,
+                 "host_ms_total": host_ms, "draft_ms_per_proposed_token": draft_ms / proposed,
+                 "draft_ms_per_accepted_token": draft_ms / max(1, acc),
+                 "ms_per_emitted_token": total_ms / max(1, emitted), "host_syncs_inside_loop": 0,
+                 "graph_launches_per_iteration": 2}
+            rows.append(r)
+            say(f"  spec batch {n:3d} ctx {ctx:5d}: draft {draft_ms / iters:.3f} ms/loop "
+                f"({r['draft_ms_per_proposed_token'] * 1e3:.1f} us/proposed, {r['draft_ms_per_accepted_token'] * 1e3:.1f} "
+                f"us/accepted), {r['ms_per_emitted_token'] * 1e3:.1f} us per emitted token")
+            out["spec"]["points"] = rows
+            write(out, args.out)
+    return rows
+
+
+def spec_check(be, eng):
+    """One round of the speculative loop through graphs against its eager run."""
+    import spec as spec_mod
+    k, n, iters = eng.k, min(4, eng.Ss), 3
+    rng = random.Random(3)
+    dev = be.device
+    S = eng.Ss
+    eng.sL.zero_()
+    eng.sP.zero_()
+    ctx = min(1000, eng.max_model_len - iters * (k + 1) - k - 2)
+    eng.sL[:n] = ctx
+    eng.sP[:n] = ctx - 1
+    eng.sx.copy_(torch.tensor([rng.randrange(eng.cfg.vocab) for _ in range(S)]).to(dev))
+    eng.sbt.copy_(eng.bench_bt[:S])
+    for t in (eng.sh, eng.out_log, eng.cursor, eng.acc_sum, eng.match_sum, eng.iters):
+        t.zero_()
+    snap = spec_mod.snapshot(eng)
+    for _ in range(iters):
+        eng.spec_iteration(n)
+    be.synchronize()
+    got = spec_mod.snapshot(eng)
+    spec_mod.restore(eng, snap)
+    Bd, Bv = eng.draft_set.bucket_rows(n), eng.verify_set.bucket_rows(n * (k + 1))
+    for _ in range(iters):
+        eng.eager_spec_iteration(n, Bd, Bv)
+    be.synchronize()
+    bad = spec_mod.compare(eng, got, spec_mod.snapshot(eng), n)
+    return {"requests": n, "iterations": iters, "context": ctx, "bitwise_equal": not bad, "differs_in": bad}
+
+
+def write(out, folder):
+    path = os.path.join(folder, "model_decode.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=str)
+
+
+def _finish_plot(plt, fig, ax, pts, ylabel, title, path):
+    """Batch on a log2 axis with the measured batches as ticks, log y, saved as PNG."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({p["batch"] for p in pts}))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("batch (requests)")
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plots(out, folder):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # noqa: BLE001
+        say(f"no plots: matplotlib unavailable ({e})")
+        return []
+    files = []
+    pts = [p for p in out.get("points", []) if "methods" in p]
+    ctxs = sorted({p["context"] for p in pts})
+    methods = ["cgrt", "cgrt_raw", "cgrt_rebind_all", "torch_graph", "eager"]
+    style = {"cgrt": "o-", "cgrt_raw": "s--", "cgrt_rebind_all": "^:", "torch_graph": "D-", "eager": "x-"}
+    gpu = out["meta"].get("gpu") or out["meta"].get("device")
+    for ctx in ctxs:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in methods:
+            xs = [(p["batch"], p["methods"][m]["latency_ms"]["p50"]) for p in pts
+                  if p["context"] == ctx and m in p["methods"] and p["methods"][m]["latency_ms"]]
+            if xs:
+                ax.plot([x for x, _ in xs], [y for _, y in xs], style[m], label=m)
+        files.append(_finish_plot(plt, fig, ax, pts, "step latency p50 (ms)",
+                                  f"DeepSeek-V2-Lite-shaped decode step, context {ctx}\n{gpu}",
+                                  os.path.join(folder, f"latency_ctx{ctx}.png")))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m in methods:
+        xs = sorted({p["batch"] for p in pts if m in p["methods"]})
+        ys = []
+        for b in xs:
+            v = [p["methods"][m]["host_us"]["p50"] for p in pts
+                 if p["batch"] == b and m in p["methods"] and p["methods"][m]["host_us"]]
+            ys.append(sum(v) / len(v) if v else float("nan"))
+        if xs:
+            ax.plot(xs, ys, style[m], label=m)
+    files.append(_finish_plot(plt, fig, ax, pts, "host time per step p50 (us), mean over contexts",
+                              f"host time per step (perf_counter around the host part)\n{gpu}",
+                              os.path.join(folder, "host_time.png")))
+    return files
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=os.environ.get("OUT") or os.path.join(
+        ROOT, "bench", "results", "model_decode_" + datetime.date.today().isoformat()))
+    p.add_argument("--smoke", action="store_true", help="reduced model and sizes (the emulation, or a quick GPU check)")
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--driver", default=None)
+    p.add_argument("--batches", default=None, help="comma list (default 1,8,32,128)")
+    p.add_argument("--contexts", default=None, help="comma list (default 1024,8192,32768)")
+    p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--eager-iters", type=int, default=6)
+    p.add_argument("--point-seconds", type=float, default=1.0, help="target timed seconds per method and point")
+    p.add_argument("--spec-batches", default=None, help="default 1,8,32")
+    p.add_argument("--spec-iters", type=int, default=10)
+    p.add_argument("--k", type=int, default=3)
+    p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
+    p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
+    args = p.parse_args(argv)
+    deadline = common.T0 + args.deadline
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    args.batches = ints(args.batches or ("1,4" if args.smoke else "1,8,32,128"))
+    args.contexts = ints(args.contexts or ("64,200" if args.smoke else "1024,8192,32768"))
+    args.spec_batches = ints(args.spec_batches or ("1,2" if args.smoke else "1,8,32"))
+    if args.smoke:
+        args.iters, args.eager_iters, args.spec_iters = min(args.iters, 4), min(args.eager_iters, 2), min(args.spec_iters, 2)
+    os.makedirs(args.out, exist_ok=True)
+
+    be = cg.Backend(driver=args.driver)
+    cfg = REDUCED if (args.smoke or be.emulated) else FULL
+    if args.layers:
+        cfg = with_layers(cfg, args.layers)
+    S = max(args.batches)
+    Ss = max(args.spec_batches)
+    k = args.k
+    max_model_len = max(args.contexts) + (args.spec_iters + 2) * (k + 1) + 64
+    pps = pages_for(max_model_len, cfg.page_size)
+    num_pages = S * pps
+    cache_bytes = (num_pages + 1) * cfg.page_size * cfg.latent * 2
+    distinct = cfg.layers
+    stream, in_stream = common.run_stream(be)
+    out = {"benchmark": "model_decode", "meta": gpu_meta(be), "what": __doc__, "config": {
+        "model": cfg.__dict__, "max_num_seqs": S, "spec_max_num_seqs": Ss, "k": k, "max_model_len": max_model_len,
+        "batches": args.batches, "contexts": args.contexts, "pages_per_request": pps, "num_pages": num_pages,
+        "deviations": "dense MLP (intermediate 10944) in place of the MoE; plain RoPE; random weights; "
+                      "synthetic prompt KV; synthetic acceptance (alpha 0.7)"}, "spec": {}}
+    say(f"bench: {cfg.layers} layers, batches {args.batches}, contexts {args.contexts}, out {args.out}")
+    with in_stream:
+        if not be.emulated:
+            free = torch.cuda.mem_get_info()[0]
+            weights = weight_bytes(cfg, drafter=True)
+            budget = free - weights - args.kv_reserve_gib * 2**30
+            fit = int(budget // cache_bytes) - 1  # one cache for the drafter
+            distinct = max(1, min(cfg.layers, fit))
+            say(f"KV: {cache_bytes / 1e9:.2f} GB per cache ({num_pages} pages); {free / 2**30:.1f} GiB free -> "
+                f"{distinct} distinct target caches for {cfg.layers} layers" +
+                ("" if distinct == cfg.layers else f" (layer l uses cache l mod {distinct})") + " + 1 drafter cache")
+        out["config"]["kv_distinct_caches"] = distinct
+        out["config"]["kv_note"] = (f"{distinct} distinct per-layer KV caches of {cache_bytes} bytes for "
+                                    f"{cfg.layers} layers; layer l uses cache l mod {distinct}")
+        eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=Ss, kv_distinct=distinct,
+                     log_width=args.spec_iters * (k + 1) + 4, stream=stream, progress=say,
+                     decode_sizes=vllm_capture_sizes(S))
+        gen = torch.Generator(device=be.device)
+        gen.manual_seed(11)
+        t0 = time.perf_counter()
+        eng.kv.fill_all(gen, cfg.kv_init_std)
+        eng.draft_kv.fill_all(gen, cfg.kv_init_std)
+        perm = torch.randperm(num_pages, generator=torch.Generator().manual_seed(5)).to(torch.int32)
+        bt_host = perm.view(S, pps)
+        eng.bench_bt = bt_host.to(be.device)
+        bt_static = eng.bench_bt.clone()
+        bt_ring = [eng.bench_bt.clone() for _ in range(RING)]
+        be.synchronize()
+        say(f"KV caches filled with random latents in {time.perf_counter() - t0:.1f} s")
+        pi, dpi = eng.plan.info, eng.dplan.info
+        out["workspace"] = {
+            "target_plan": pi, "drafter_plan": dpi, "stats": be.workspace_stats(),
+            "cgrt_partials_bytes": pi["workspace_bytes"], "fixed_split_formula_bytes": pi["fixed_split_bytes"],
+            "note": "fixed split: fp32 [rows, heads, min(next_pow2(max_model_len // 512), 2 * SMs), 513] at "
+                    "rows = max_num_seqs"}
+        say(f"workspace: cgrt partials {pi['workspace_bytes'] / 2**20:.2f} MiB vs fixed split "
+            f"{pi['fixed_split_bytes'] / 2**20:.2f} MiB ({pi['splits']} splits, {pi['split_kernel']})")
+
+        # ---- capture: cgrt ----
+        gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
+        f0 = free_bytes() if not be.emulated else None
+        secs = eng.capture_decode()
+        f1 = free_bytes() if not be.emulated else None
+        st = eng.decode_set.stats()
+        cap = {"sizes": eng.decode_sizes, "cgrt": {
+            "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "buckets": eng.decode_set.buckets(),
+            "graph_memory_bytes_reported": st["graph_memory_bytes"], "nodes": st["nodes"],
+            "driver_delta_bytes_total": None if f0 is None else f0 - f1,
+            "pool_bytes": None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0}}
+        say(f"cgrt captured {st['buckets']} buckets in {secs:.2f} s ({st['nodes']} nodes, "
+            f"{st['graph_memory_bytes'] / 2**20:.1f} MiB reported)")
+        # ---- capture: torch ----
+        tg = None
+        if not be.emulated:
+            tg = TorchGraphs(eng, eng.decode_sizes, stream)
+            tsecs = tg.capture(bt_static)
+            cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": pool_bytes(tg.pool),
+                            "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
+                            "driver_delta_bytes_total": sum(b["driver_delta_bytes"] for b in tg.buckets)}
+            say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.2f} s; cgrt/torch = {secs / tsecs:.2f}")
+            # the same with one warm-up for the whole set (before the largest bucket), both sides
+            tfirst = tg.capture(bt_static, warmup="first")
+            gs1 = eng.new_decode_set(warmup_runs=0)
+            t0 = time.perf_counter()
+            eng.eager_decode({k: eng.dec[k] for k in ("token_ids", "req_seq_lens", "req_positions", "block_table")},
+                             1, eng.S)
+            gs1.capture()
+            cfirst = time.perf_counter() - t0
+            gs1.close()
+            cap["warmup_first_only"] = {"cgrt_seconds_wall": cfirst, "torch_seconds_wall": tfirst,
+                                        "note": "one eager run before the largest bucket, none before the others"}
+            say(f"with one warm-up for the whole set: cgrt {cfirst:.2f} s, torch {tfirst:.2f} s "
+                f"(cgrt/torch = {cfirst / tfirst:.2f})")
+        out["capture"] = cap
+        # ---- capture: spec sets ----
+        td, tv = eng.capture_spec()
+        out["spec"]["capture_seconds"] = {"draft_set": td, "verify_set": tv}
+        out["spec"]["draft_buckets"] = eng.draft_set.buckets()
+        write(out, args.out)
+
+        say("decode steps:")
+        bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out)
+        say("speculative decoding (draft loop):")
+        try:
+            out["spec"]["check"] = spec_check(be, eng)
+            say(f"  spec graphs vs eager: {out['spec']['check']}")
+        except Exception as e:  # noqa: BLE001
+            out["spec"]["check"] = {"error": repr(e)}
+            say(f"  spec check failed: {e!r}")
+        bench_spec(args, be, eng, stream, deadline, out)
+        be.synchronize()
+        be.verify()
+    out["elapsed_seconds"] = time.perf_counter() - common.T0
+    write(out, args.out)
+    files = plots(out, args.out)
+    say(f"wrote {os.path.join(args.out, 'model_decode.json')} and {len(files)} plots in {out['elapsed_seconds']:.0f} s")
+    be.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

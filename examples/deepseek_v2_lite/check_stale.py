@@ -1,0 +1,142 @@
+"""Checked replay refuses a step whose graph points into freed memory.
+
+    python3 examples/deepseek_v2_lite/check_stale.py           # GPU (2 layers of the full shape)
+    CGRT_DRIVER=emulated python3 examples/deepseek_v2_lite/check_stale.py
+
+The model's KV caches and activations are registered with cgrt (live ranges known to the
+buffer registry) and the decode set captures with checked replay. A checked step runs.
+Then the engine drops the KV cache of layer 0: it unregisters it, frees it
+(torch.cuda.empty_cache() returns the memory to the driver on a GPU) and allocates a tensor
+of the same size, which typically takes the same addresses back. The next step must fail
+with CGRT_ERROR_STALE_POINTER and launch nothing: the output buffer keeps a sentinel, the
+set's replay count does not move. Where libcgrt has cgrt_mem_register (device memory API),
+a second case frees and reallocates the cache of layer 1 WITHOUT unregistering it: the
+driver's buffer id of the reused address differs from the registered one, which checked
+replay must also refuse (GPU only: the emulation reports no buffer ids for host memory).
+"""
+import argparse
+import gc
+import math
+import sys
+
+import torch
+
+import backend as cg
+import common
+from common import say
+from engine import Engine, pages_for
+
+
+def _inputs(eng, n, ctx):
+    """n requests of context ctx on consecutive pages, with synthetic KV."""
+    cfg, dev = eng.cfg, eng.be.device
+    per = pages_for(ctx + 1, cfg.page_size)
+    bt = torch.zeros((eng.S, eng.MB), dtype=torch.int32)
+    for i in range(n):
+        bt[i, :per] = torch.arange(i * per, (i + 1) * per, dtype=torch.int32)
+    g = torch.Generator(device=dev)
+    g.manual_seed(5)
+    eng.kv.fill_pages(list(range(n * per)), g, 1.0)
+    return {"token_ids": torch.arange(eng.S, dtype=torch.int64).to(dev),
+            "req_seq_lens": torch.full((eng.S,), ctx + 1, dtype=torch.int32).to(dev),
+            "req_positions": torch.full((eng.S,), ctx, dtype=torch.int64).to(dev),
+            "block_table": bt.to(dev)}
+
+
+def _refused(eng, inputs, n, what):
+    """Steps once expecting STALE_POINTER with nothing launched; returns a result dict."""
+    be, out = eng.be, eng.dec["out_tokens"]
+    out.fill_(-7)
+    be.synchronize()
+    replays = eng.decode_set.stats()["replays"]
+    status, msg = "CGRT_SUCCESS", ""
+    try:
+        eng.decode_set.step(n, bind=inputs)
+    except cg.Error as e:
+        status, msg = e.status_name, e.message
+    be.synchronize()
+    untouched = bool((out == -7).all())
+    moved = eng.decode_set.stats()["replays"] - replays
+    ok = status == "CGRT_ERROR_STALE_POINTER" and untouched and moved == 0
+    say(f"{what}: step -> {status} ({msg[:160]}); outputs untouched: {untouched}; replays +{moved}: "
+        f"{'OK' if ok else 'FAILED'}")
+    return {"case": what, "status": status, "message": msg, "outputs_untouched": untouched,
+            "replays_added": moved, "ok": ok}
+
+
+def _drop_cache(eng, layer):
+    """Frees the KV cache of `layer` (every reference the engine holds) and returns its
+    address and size."""
+    c = eng.kv.caches[layer]
+    base, size = c.data_ptr(), c.numel() * c.element_size()
+    eng.kv.caches[layer] = None
+    eng.kv.layer_cache = [None if t is c else t for t in eng.kv.layer_cache]
+    del c
+    gc.collect()
+    if eng.be.device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    return base, size
+
+
+def cache_pages(cfg, at_least):
+    """Pages such that a cache ([pages + 1, page, 576] bf16) is a whole number of 2 MiB and
+    at least 16 MiB: PyTorch's allocator then gives it a segment of its own, which
+    torch.cuda.empty_cache() returns to the driver once the cache is freed."""
+    per_page = cfg.page_size * cfg.latent * 2
+    m = (2 << 20) // math.gcd(per_page, 2 << 20)
+    total = m
+    while total - 1 < at_least or total * per_page < (16 << 20):
+        total += m
+    return total - 1
+
+
+def run(be, cfg, n=3, ctx=100):
+    """Returns (ok, results)."""
+    S = 8
+    eng = Engine(be, cfg, S, ctx + 64, cache_pages(cfg, pages_for(S * (ctx + 64), cfg.page_size)), checked=True,
+                 progress=say)
+    eng.capture_decode()
+    inputs = _inputs(eng, n, ctx)
+    eng.decode_set.step(n, bind=inputs)
+    be.synchronize()
+    say(f"checked step with every range live: OK ({eng.decode_set.stats()['replays']} replays)")
+    results = []
+
+    base, size = _drop_cache(eng, 0)
+    be.unregister(base)
+    filler = torch.empty(size, dtype=torch.uint8, device=be.device)
+    say(f"layer-0 KV cache freed; a new {size}-byte tensor got {'the same' if filler.data_ptr() == base else 'another'}"
+        " address")
+    results.append(_refused(eng, inputs, n, "freed and unregistered"))
+
+    if be.has_mem_register and not be.emulated and cfg.layers > 1:
+        base1, size1 = _drop_cache(eng, 1)
+        filler1 = torch.empty(size1, dtype=torch.uint8, device=be.device)
+        same = filler1.data_ptr() == base1
+        say(f"layer-1 KV cache freed without unregistering; the new tensor got {'the same' if same else 'another'} "
+            "address")
+        r = _refused(eng, inputs, n, "freed, reallocated, still registered")
+        r["same_address"] = same
+        results.append(r)
+        del filler1
+    del filler
+    return all(r["ok"] for r in results), results
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common_args(p)
+    args = p.parse_args(argv)
+    if args.layers is None:
+        args.layers = 2
+    be, cfg = common.open_backend(args)
+    ok, results = run(be, cfg)
+    common.write_json(args.json, {"meta": common.run_meta(be), "results": results, "ok": ok})
+    be.close()
+    say("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Speculative decoding end to end through cgrt graphs: an MTP-style one-layer drafter
+proposes k tokens in one graph launch (cgrt_graphs_draft, draft_steps = k), the target
+verifies them as k + 1 single-token rows per request, and acceptance plus the advance of
+lengths, positions, last token and hidden state happen on the device. One iteration is
+two graph launches and no host synchronization; a round runs --iters iterations back to
+back and synchronizes once at its end to read the emitted tokens.
+
+    python3 examples/deepseek_v2_lite/spec.py                # GPU: full model
+    CGRT_DRIVER=emulated python3 examples/deepseek_v2_lite/spec.py    # reduced, emulation
+
+Acceptance is synthetic (random weights: the drafter never agrees with the target): draft
+j is accepted when a seeded uniform draw is below --alpha for it and every draft before
+it (engine.Engine._accept). Verification uses single-token rows because cgrt's block rows
+(CGRT_GRAPH_BLOCK) are non-causal and causal verify rows do not exist yet.
+
+Check (the first --check-rounds rounds): the round is run again eagerly from the same
+state (the same segments and kernels at the same padded sizes, cgrt's metadata kernels
+replaced by their PyTorch versions); the emitted tokens, lengths, positions, last tokens
+and hidden states must be equal bit for bit.
+"""
+import argparse
+import math
+import random
+import sys
+import time
+
+import torch
+
+import common
+from common import say
+from engine import Engine, pages_for, summarize_ms
+
+
+def snapshot(eng):
+    return {k: v.clone() for k, v in eng.spec_state().items()}
+
+
+def restore(eng, snap):
+    for k, v in eng.spec_state().items():
+        v.copy_(snap[k])
+
+
+def compare(eng, a, b, n):
+    """Bitwise comparison of two spec states over the n live requests (the log's last
+    column is the trash column of rejected positions and is left out)."""
+    bad = []
+    for k in ("L", "P", "x", "h", "cursor", "acc", "match"):
+        if not torch.equal(a[k][:n], b[k][:n]):
+            bad.append(k)
+    if not torch.equal(a["log"][:n, :-1], b["log"][:n, :-1]):
+        bad.append("log")
+    if not torch.equal(a["iters"], b["iters"]):
+        bad.append("iters")
+    return bad
+
+
+def setup_round(eng, rng, pages, gen, n, max_ctx, iters):
+    """n requests with ragged contexts: state, block tables and synthetic prompt KV."""
+    cfg, k = eng.cfg, eng.k
+    S, MB = eng.Ss, eng.MB
+    reqs = []
+    L = torch.zeros(S, dtype=torch.int32)
+    P = torch.zeros(S, dtype=torch.int64)
+    x = torch.zeros(S, dtype=torch.int64)
+    bt = torch.zeros((S, MB), dtype=torch.int32)
+    for i in range(n):
+        ctx = int(math.exp(rng.uniform(math.log(16), math.log(max_ctx))))
+        need = pages_for(ctx + 1 + iters * (k + 1) + k, cfg.page_size)
+        got = pages.take(need)
+        if got is None:
+            raise RuntimeError("KV cache too small for this round: raise --kv-tokens")
+        reqs.append(got)
+        filled = got[:pages_for(ctx, cfg.page_size)]
+        eng.kv.fill_pages(filled, gen, cfg.kv_init_std)
+        eng.draft_kv.fill_pages(filled, gen, cfg.kv_init_std)
+        L[i], P[i], x[i] = ctx + 1, ctx, rng.randrange(cfg.vocab)
+        bt[i, :len(got)] = torch.tensor(got, dtype=torch.int32)
+    dev = eng.be.device
+    eng.sL.copy_(L.to(dev))
+    eng.sP.copy_(P.to(dev))
+    eng.sx.copy_(x.to(dev))
+    eng.sbt.copy_(bt.to(dev))
+    for t in (eng.sh, eng.out_log, eng.cursor, eng.acc_sum, eng.match_sum, eng.iters):
+        t.zero_()
+    return reqs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common_args(p)
+    p.add_argument("--k", type=int, default=3, help="draft tokens per iteration (>= 2)")
+    p.add_argument("--max-num-seqs", type=int, default=None, help="default 32 GPU, 4 emulation")
+    p.add_argument("--rounds", type=int, default=None, help="default 12 GPU, 3 emulation")
+    p.add_argument("--iters", type=int, default=None, help="iterations per round (default 16 GPU, 3 emu)")
+    p.add_argument("--max-context", type=int, default=None, help="default 32768 GPU, 200 emulation")
+    p.add_argument("--alpha", type=float, default=0.7, help="synthetic per-draft acceptance probability")
+    p.add_argument("--check-rounds", type=int, default=None, help="rounds checked against eager (default 3 / all)")
+    p.add_argument("--kv-tokens", type=int, default=None)
+    args = p.parse_args(argv)
+
+    be, cfg = common.open_backend(args)
+    emu = be.emulated
+    S = args.max_num_seqs or (4 if emu else 32)
+    rounds = args.rounds or (3 if emu else 12)
+    iters = args.iters or (3 if emu else 16)
+    max_ctx = args.max_context or (200 if emu else 32768)
+    check_rounds = args.check_rounds if args.check_rounds is not None else (rounds if emu else 3)
+    k = args.k
+    max_model_len = max_ctx + 1 + iters * (k + 1) + k + 1
+    kv_tokens = args.kv_tokens or (S * (max_model_len + 64))
+    num_pages = pages_for(kv_tokens, cfg.page_size)
+    log_width = iters * (k + 1) + 2
+    stream, in_stream = common.run_stream(be)
+    rng = random.Random(args.seed)
+    summary = {"meta": common.run_meta(be), "config": vars(args) | {"max_num_seqs": S, "rounds": rounds,
+               "iters": iters, "max_context": max_ctx, "model": cfg.__dict__}, "rounds": []}
+    failures = []
+    with in_stream:
+        eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=S, alpha=args.alpha,
+                     log_width=log_width, stream=stream, progress=say)
+        td, tv = eng.capture_spec()
+        ds, vs = eng.draft_set.stats(), eng.verify_set.stats()
+        say(f"captured the draft set ({ds['buckets']} graphs incl. {k}-step draft loops) in {td:.2f} s and the "
+            f"verify set ({vs['buckets']} buckets of multiples of {k + 1} rows) in {tv:.2f} s")
+        summary["capture"] = {"draft_seconds": td, "verify_seconds": tv, "draft": ds, "verify": vs,
+                              "draft_buckets": eng.draft_set.buckets(), "verify_buckets": eng.verify_set.buckets()}
+        dev = be.device
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(args.seed)
+        for rd in range(rounds):
+            if time.perf_counter() - common.T0 > args.time_limit:
+                say(f"time limit reached after {rd} rounds")
+                break
+            pages = common.Pages(num_pages, args.seed + rd)
+            n = rng.randint(1, S) if rd else S
+            setup_round(eng, rng, pages, gen, n, max_ctx, iters)
+            checked = rd < check_rounds
+            snap = snapshot(eng) if checked else None
+            d0 = eng.draft_set.stats()["draft_loops"]
+            if not emu:
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+                torch.cuda.current_stream().synchronize()
+                ev[0].record()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                eng.spec_iteration(n)
+            host_s = time.perf_counter() - t0
+            if not emu:
+                ev[1].record()
+            be.synchronize()
+            gpu_ms = ev[0].elapsed_time(ev[1]) if not emu else host_s * 1e3
+            launches = eng.draft_set.stats()["draft_loops"] - d0
+            st = snapshot(eng)
+            emitted = int(st["cursor"][:n].sum())
+            accepted = int(st["acc"][:n].sum())
+            row = {"round": rd, "requests": n, "iterations": iters, "draft_launches": launches,
+                   "proposed": n * k * iters, "accepted": accepted, "emitted": emitted,
+                   "greedy_agreement": int(st["match"][:n].sum()), "ms": gpu_ms, "host_ms": host_s * 1e3,
+                   "ms_per_emitted_token": gpu_ms / max(1, emitted)}
+            if checked:
+                graph_state = st
+                restore(eng, snap)
+                Bd = eng.draft_set.bucket_rows(n)
+                Bv = eng.verify_set.bucket_rows(n * (k + 1))
+                for _ in range(iters):
+                    eng.eager_spec_iteration(n, Bd, Bv)
+                be.synchronize()
+                bad = compare(eng, graph_state, snapshot(eng), n)
+                row["eager_equal"] = not bad
+                if bad:
+                    failures.append(f"round {rd}: graph run differs from eager in {bad}")
+                    say(failures[-1])
+            summary["rounds"].append(row)
+            say(f"round {rd}: {n} requests x {iters} iterations ({launches} draft-loop launches): {emitted} tokens "
+                f"emitted, {accepted}/{n * k * iters} drafts accepted (synthetic), {gpu_ms:.2f} ms"
+                + (f", eager check {'equal' if row.get('eager_equal') else 'DIFFERS'}" if checked else ""))
+        be.synchronize()
+        be.verify()
+        rows = summary["rounds"]
+        summary["totals"] = {"emitted": sum(r["emitted"] for r in rows), "accepted": sum(r["accepted"] for r in rows),
+                             "proposed": sum(r["proposed"] for r in rows),
+                             "ms_per_emitted_token": summarize_ms([r["ms_per_emitted_token"] for r in rows]),
+                             "draft": eng.draft_set.stats(), "verify": eng.verify_set.stats()}
+    return common.finish(be, args, summary, failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

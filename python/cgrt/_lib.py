@@ -1,0 +1,347 @@
+"""Loading libcgrt.so and the typed ctypes signature of every public C function.
+
+Search order for the library (the first that exists wins):
+  1. the ``CGRT_LIBRARY`` environment variable: the path of the file to load (when set,
+     nothing else is tried);
+  2. the package directory (``libcgrt.so.1`` or ``libcgrt.so`` copied next to this file,
+     as a wheel built after ``bazel build //:libcgrt.so`` carries it);
+  3. the repository's ``bazel-bin`` (``libcgrt.so.1``, then ``libcgrt.so``): the
+     repository the package was installed from (recorded at build time in
+     ``_build_info.py``), or, when imported from the source tree, the one it lies in.
+"""
+import ctypes
+import os
+import threading
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int,
+                    c_int64, c_size_t, c_ubyte, c_uint, c_uint64, c_ulong, c_ulonglong, c_void_p)
+
+from ._errors import LibraryNotFoundError, error_class
+
+CUdeviceptr = c_ulonglong
+CUstream = c_void_p
+CUfunction = c_void_p
+handle = c_void_p
+
+MAX_TENSOR_DIMS = 6
+EMULATED_MAX_PARAMS = 32
+
+
+class RuntimeOptions(Structure):
+    _fields_ = [("size", c_size_t), ("device_ordinal", c_int), ("driver", c_int),
+                ("driver_library", c_char_p), ("fault_injection", c_int),
+                ("emulated_compute_capability", c_int)]
+
+
+class RuntimeInfo(Structure):
+    _fields_ = [("size", c_size_t), ("driver", c_int), ("driver_version", c_int),
+                ("device_ordinal", c_int), ("device_name", c_char * 256),
+                ("compute_capability_major", c_int), ("compute_capability_minor", c_int),
+                ("sm_count", c_int), ("total_memory", c_size_t), ("free_memory", c_size_t)]
+
+
+class TensorDesc(Structure):
+    _fields_ = [("ndim", c_int), ("shape", c_int64 * MAX_TENSOR_DIMS), ("dtype", c_int)]
+
+
+class WorkspaceStats(Structure):
+    _fields_ = [("size", c_size_t), ("reservations", c_size_t), ("buffers", c_size_t),
+                ("bytes_requested", c_size_t), ("bytes_allocated", c_size_t),
+                ("counter_bytes", c_size_t), ("locked", c_int)]
+
+
+class FaultPlan(Structure):
+    _fields_ = [("size", c_size_t), ("fail_at", c_ulong), ("symbol", c_char_p), ("result", c_int),
+                ("sticky", c_int)]
+
+
+class EmulatedLaunch(Structure):
+    _fields_ = [("grid", c_uint * 3), ("block", c_uint * 3), ("shared_bytes", c_uint)]
+
+
+class BatchDesc(Structure):
+    _fields_ = [("mode", c_int), ("block_len", c_int), ("num_reqs", c_int), ("rows", c_int),
+                ("padded_reqs", c_int), ("padded_rows", c_int), ("capturing", c_int),
+                ("draft_step", c_int), ("buffers", POINTER(CUdeviceptr)), ("num_buffers", c_size_t),
+                ("while_body", c_int)]
+
+
+class BufferDesc(Structure):
+    _fields_ = [("name", c_char_p), ("ptr", CUdeviceptr), ("bytes", c_size_t), ("dir", c_int)]
+
+
+class GraphMeta(Structure):
+    _fields_ = [("enabled", c_int), ("req_seq_lens", c_int), ("req_positions", c_int),
+                ("block_table", c_int), ("seq_lens", c_int), ("positions", c_int),
+                ("slot_mapping", c_int), ("block_size", c_int), ("max_blocks_per_seq", c_int),
+                ("draft_remaining", c_int)]
+
+
+class Range(Structure):
+    _fields_ = [("base", CUdeviceptr), ("bytes", c_size_t), ("what", c_char_p)]
+
+
+ENQUEUE_FN = CFUNCTYPE(c_int, c_void_p, CUstream, POINTER(BatchDesc))
+DRAFT_REBUILD_FN = CFUNCTYPE(c_int, c_void_p, CUstream, c_int, POINTER(BatchDesc))
+LOG_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
+WORKSPACE_VISIT_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_size_t, c_size_t)
+EMULATED_KERNEL_FN = CFUNCTYPE(None, POINTER(EmulatedLaunch), POINTER(c_ubyte), POINTER(c_size_t))
+
+
+class GraphsOptions(Structure):
+    _fields_ = [("size", c_size_t), ("max_num_seqs", c_int), ("max_model_len", c_int),
+                ("num_heads", c_int), ("dcp_world_size", c_int), ("enable_decode", c_int),
+                ("block_len", c_int), ("capture_sizes", POINTER(c_int)),
+                ("num_capture_sizes", c_size_t), ("max_capture_rows", c_int),
+                ("warmup_runs", c_int), ("enqueue", ENQUEUE_FN), ("user", c_void_p),
+                ("buffers", POINTER(BufferDesc)), ("num_buffers", c_size_t), ("meta", GraphMeta),
+                ("replay_mode", c_int), ("checked_replay", c_int), ("fail_past_largest", c_int),
+                ("stream", CUstream), ("draft_steps", c_int), ("draft_rebuild", DRAFT_REBUILD_FN),
+                ("draft_while", c_int), ("device_patch", c_int)]
+
+
+class Binding(Structure):
+    _fields_ = [("buffer", c_int), ("ptr", CUdeviceptr), ("bytes", c_size_t)]
+
+
+class GraphsStats(Structure):
+    _fields_ = [("size", c_size_t), ("steps", c_uint64), ("replays", c_uint64),
+                ("eager_fallbacks", c_uint64), ("rebinds", c_uint64), ("nodes_patched", c_uint64),
+                ("copies", c_uint64), ("exec_updates", c_uint64), ("reinstantiations", c_uint64),
+                ("draft_loops", c_uint64), ("buckets", c_size_t), ("nodes", c_size_t),
+                ("capture_seconds", c_double), ("graph_memory_bytes", c_size_t),
+                ("draft_while_loops", c_uint64), ("draft_while_available", c_int),
+                ("device_patches", c_uint64), ("device_nodes_patched", c_uint64)]
+
+
+class BucketInfo(Structure):
+    _fields_ = [("size", c_size_t), ("mode", c_int), ("draft", c_int), ("rows", c_int),
+                ("captured", c_int), ("nodes", c_size_t), ("patch_sites", c_size_t),
+                ("capture_seconds", c_double), ("instantiate_seconds", c_double),
+                ("memory_bytes", c_size_t), ("replays", c_uint64), ("draft_while", c_int),
+                ("device_patch", c_int)]
+
+
+class MlaOptions(Structure):
+    _fields_ = [("size", c_size_t), ("max_num_seqs", c_int), ("block_len", c_int), ("heads", c_int),
+                ("dcp_world_size", c_int), ("page_size", c_int), ("max_model_len", c_int),
+                ("max_blocks_per_seq", c_int), ("combine", c_int), ("lane", c_int),
+                ("programmatic_launch", c_int)]
+
+
+class MlaPlanInfo(Structure):
+    _fields_ = [("size", c_size_t), ("max_rows", c_int), ("q_heads", c_int), ("fast_path", c_int),
+                ("head_tile", c_int), ("heads_per_cta", c_int), ("head_groups", c_int),
+                ("splits", c_int), ("workspace_bytes", c_size_t), ("counter_bytes", c_size_t),
+                ("fixed_split_bytes", c_size_t), ("split_kernel", c_char_p),
+                ("one_row_kernel", c_char_p), ("counters_min_rows", c_int)]
+
+
+class MlaArgs(Structure):
+    _fields_ = [("size", c_size_t), ("q", CUdeviceptr), ("kv_cache", CUdeviceptr),
+                ("block_table", CUdeviceptr), ("seq_lens", CUdeviceptr), ("out", CUdeviceptr),
+                ("lse", CUdeviceptr), ("num_rows", c_int), ("softmax_scale", c_float)]
+
+
+STRUCTS = {  # C name -> ctypes class (tests compare layouts with the C compiler's)
+    "cgrt_runtime_options": RuntimeOptions, "cgrt_runtime_info": RuntimeInfo,
+    "cgrt_tensor_desc": TensorDesc, "cgrt_workspace_stats": WorkspaceStats,
+    "cgrt_fault_plan": FaultPlan, "cgrt_emulated_launch": EmulatedLaunch,
+    "cgrt_batch_desc": BatchDesc, "cgrt_buffer_desc": BufferDesc, "cgrt_graph_meta": GraphMeta,
+    "cgrt_range": Range, "cgrt_graphs_options": GraphsOptions, "cgrt_binding": Binding,
+    "cgrt_graphs_stats": GraphsStats, "cgrt_bucket_info": BucketInfo,
+    "cgrt_mla_options": MlaOptions, "cgrt_mla_plan_info": MlaPlanInfo, "cgrt_mla_args": MlaArgs,
+}
+
+S = "status"  # restype marker: a cgrt_status, checked (a failure raises)
+P = POINTER
+U = c_uint
+
+# Every public function of include/cgrt/*.h: name -> (restype, argtypes).
+SIGNATURES = {
+    # cgrt_status.h
+    "cgrt_status_name": (c_char_p, [c_int]),
+    "cgrt_status_string": (c_char_p, [c_int]),
+    "cgrt_last_error": (c_char_p, []),
+    "cgrt_set_log_callback": (None, [LOG_FN, c_void_p, c_int]),
+    # cgrt_version.h
+    "cgrt_version": (c_int, []),
+    # cgrt_runtime.h
+    "cgrt_runtime_options_init": (None, [P(RuntimeOptions)]),
+    "cgrt_runtime_create": (S, [P(RuntimeOptions), P(handle)]),
+    "cgrt_runtime_destroy": (S, [handle]),
+    "cgrt_runtime_get_info": (S, [handle, P(RuntimeInfo)]),
+    "cgrt_driver_kind_name": (c_char_p, [c_int]),
+    "cgrt_runtime_synchronize": (S, [handle]),
+    # cgrt_workspace.h
+    "cgrt_dtype_size": (c_size_t, [c_int]),
+    "cgrt_workspace_request": (S, [handle, c_int, c_char_p, P(TensorDesc), c_size_t, P(CUdeviceptr)]),
+    "cgrt_workspace_lock": (S, [handle]),
+    "cgrt_workspace_is_locked": (c_int, [handle]),
+    "cgrt_workspace_get_stats": (S, [handle, P(WorkspaceStats)]),
+    "cgrt_workspace_visit": (S, [handle, WORKSPACE_VISIT_FN, c_void_p]),
+    "cgrt_workspace_verify": (S, [handle]),
+    "cgrt_counters_decode_bytes": (c_size_t, [c_size_t, c_size_t, c_int]),
+    "cgrt_counters_reserve": (S, [handle, c_size_t]),
+    "cgrt_counters_get": (S, [handle, P(CUdeviceptr), P(c_size_t)]),
+    "cgrt_counters_verify": (S, [handle]),
+    # cgrt_memory.h
+    "cgrt_memcpy_htod": (S, [handle, CUdeviceptr, c_void_p, c_size_t]),
+    "cgrt_memcpy_dtoh": (S, [handle, c_void_p, CUdeviceptr, c_size_t]),
+    "cgrt_memcpy_dtod_async": (S, [handle, CUdeviceptr, CUdeviceptr, c_size_t, CUstream]),
+    "cgrt_memset_d8": (S, [handle, CUdeviceptr, c_ubyte, c_size_t]),
+    "cgrt_stream_synchronize": (S, [handle, CUstream]),
+    "cgrt_mem_alloc": (S, [handle, c_size_t, P(CUdeviceptr)]),
+    "cgrt_mem_free": (S, [handle, CUdeviceptr]),
+    "cgrt_mem_register": (S, [handle, CUdeviceptr, c_size_t]),
+    "cgrt_mem_unregister": (S, [handle, CUdeviceptr]),
+    # cgrt_event.h
+    "cgrt_event_create": (S, [handle, P(handle)]),
+    "cgrt_event_destroy": (None, [handle]),
+    "cgrt_event_record": (S, [handle, CUstream]),
+    "cgrt_event_synchronize": (S, [handle]),
+    "cgrt_event_query": (S, [handle, P(c_int)]),
+    "cgrt_event_elapsed_ms": (S, [handle, handle, P(c_float)]),
+    # cgrt_module.h
+    "cgrt_module_load": (S, [handle, c_void_p, P(handle)]),
+    "cgrt_module_unload": (S, [handle]),
+    "cgrt_module_function": (S, [handle, c_char_p, P(CUfunction)]),
+    "cgrt_launch_kernel": (S, [handle, CUfunction, U, U, U, U, U, U, U, CUstream, P(c_void_p)]),
+    "cgrt_emulated_kernel_register": (S, [c_char_p, c_size_t, P(c_size_t), EMULATED_KERNEL_FN]),
+    # cgrt_fault.h
+    "cgrt_fault_set": (S, [P(FaultPlan)]),
+    "cgrt_fault_calls": (c_ulong, []),
+    "cgrt_fault_injected": (c_ulong, []),
+    "cgrt_fault_last_symbol": (c_char_p, []),
+    # cgrt_graphs.h
+    "cgrt_graphs_options_init": (None, [P(GraphsOptions)]),
+    "cgrt_graphs_create": (S, [handle, P(GraphsOptions), P(handle)]),
+    "cgrt_graphs_destroy": (S, [handle]),
+    "cgrt_graphs_capture": (S, [handle]),
+    "cgrt_graphs_recapture": (S, [handle, c_int, c_int]),
+    "cgrt_graphs_step": (S, [handle, c_int, c_int, P(Binding), c_size_t]),
+    "cgrt_graphs_draft": (S, [handle, c_int, P(Binding), c_size_t]),
+    "cgrt_graphs_set_ranges": (S, [handle, P(Range), c_size_t]),
+    "cgrt_graphs_stream": (CUstream, [handle]),
+    "cgrt_graphs_get_stats": (S, [handle, P(GraphsStats)]),
+    "cgrt_graphs_bucket_count": (c_size_t, [handle]),
+    "cgrt_graphs_get_bucket": (S, [handle, c_size_t, P(BucketInfo)]),
+    "cgrt_graphs_bucket_rows": (c_int, [handle, c_int, c_int]),
+    # cgrt_mla.h
+    "cgrt_mla_options_init": (None, [P(MlaOptions)]),
+    "cgrt_mla_plan_create": (S, [handle, P(MlaOptions), P(handle)]),
+    "cgrt_mla_plan_destroy": (None, [handle]),
+    "cgrt_mla_plan_get_info": (S, [handle, P(MlaPlanInfo)]),
+    "cgrt_mla_decode": (S, [handle, CUstream, P(MlaArgs)]),
+}
+
+# Declared in /work/notes/api.md for include/cgrt/cgrt_memory.h and implemented on another
+# branch: resolved when first called (a library without them raises a clear error then)
+# until that branch is merged. Once merged this set is empty and every function is
+# required when the library loads.
+PENDING = {"cgrt_mem_alloc", "cgrt_mem_free", "cgrt_mem_register", "cgrt_mem_unregister"}
+
+
+def _errcheck(result, func, args):
+    if result != 0:
+        raw = lib.cgrt_last_error()
+        raise error_class(result)(raw.decode("utf-8", "replace") if raw else "", status=result)
+    return result
+
+
+def _package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _repo_roots():
+    roots = []
+    try:
+        from . import _build_info  # written by the in-tree build backend
+        roots.append(_build_info.REPO_ROOT)
+    except ImportError:
+        pass
+    roots.append(os.path.dirname(os.path.dirname(_package_dir())))  # <repo>/python/cgrt
+    return roots
+
+
+def candidates():
+    """The paths tried, in order (see the module docstring)."""
+    env = os.environ.get("CGRT_LIBRARY")
+    if env:
+        return [env]
+    paths = []
+    names = ("libcgrt.so.1", "libcgrt.so")
+    paths += [os.path.join(_package_dir(), n) for n in names]
+    for root in _repo_roots():
+        paths += [os.path.join(root, "bazel-bin", n) for n in names]
+    return paths
+
+
+_cdll = None
+_path = None
+_lock = threading.Lock()
+
+
+class _Lib:
+    """The loaded library: one attribute per public function, typed (argtypes, restype);
+    functions that return a cgrt_status raise :class:`cgrt.Error` subclasses on failure."""
+
+    def __getattr__(self, name):
+        if name not in SIGNATURES:
+            raise AttributeError(f"cgrt has no public function {name!r}")
+        load()
+        fn = _bind(name)
+        setattr(self, name, fn)
+        return fn
+
+    @property
+    def path(self):
+        load()
+        return _path
+
+
+def _bind(name):
+    restype, argtypes = SIGNATURES[name]
+    try:
+        fn = getattr(_cdll, name)
+    except AttributeError:
+        raise error_class(16)(f"{name} is not exported by {_path} (a libcgrt.so older than this "
+                              f"package?)", status=16) from None
+    fn.argtypes = argtypes
+    if restype == S:
+        fn.restype = c_int
+        fn.errcheck = _errcheck
+    else:
+        fn.restype = restype
+    return fn
+
+
+lib = _Lib()
+
+
+def load():
+    """Loads libcgrt.so (once) and checks that it exports every required function."""
+    global _cdll, _path
+    if _cdll is not None:
+        return _cdll
+    with _lock:
+        if _cdll is not None:
+            return _cdll
+        tried = []
+        for p in candidates():
+            if not os.path.exists(p):
+                tried.append(f"{p} (missing)")
+                continue
+            try:
+                cdll = ctypes.CDLL(os.path.abspath(p))
+            except OSError as e:
+                tried.append(f"{p} ({e})")
+                continue
+            missing = [n for n in SIGNATURES if n not in PENDING and not hasattr(cdll, n)]
+            if missing:
+                tried.append(f"{p} (lacks {', '.join(sorted(missing)[:4])}...)")
+                continue
+            _cdll, _path = cdll, os.path.abspath(p)
+            return _cdll
+        raise LibraryNotFoundError(
+            "cgrt: libcgrt.so not found; build it with `bazel build //:libcgrt.so //:libcgrt_soname` "
+            "in the repository or set CGRT_LIBRARY to its path. Tried: " + "; ".join(tried))

@@ -1,0 +1,353 @@
+"""Graph sets (cgrt_graphs.h) whose step is a Python callable.
+
+The callable launches one decode step, PyTorch and cgrt work alike, on the stream cgrt
+hands it; cgrt runs it eagerly (warm-up), captures it once per bucket and replays the
+graphs, patching the nodes whose buffers were rebound. See docs/python.md.
+"""
+import contextlib
+import ctypes
+import sys
+import weakref
+from ctypes import byref, c_int, c_void_p
+
+from . import _lib
+from ._errors import Error
+from ._handle import Handle
+from ._lib import lib
+from ._options import enum_value, make_options
+from ._streams import stream_ptr
+from ._torch import PrivatePool, external_stream, torch_loaded
+
+__all__ = ["GraphSet", "Batch", "MODES", "REPLAY_MODES", "DIRECTIONS"]
+
+MODES = {"decode": 0, "block": 1}
+REPLAY_MODES = {"pointer_update": 0, "copy_in": 1, "exec_update": 2}
+DIRECTIONS = {"in": 1, "out": 2, "inout": 3}
+_MODE_NAMES = {v: k for k, v in MODES.items()}
+_META_BUFFERS = ("req_seq_lens", "req_positions", "block_table", "seq_lens", "positions",
+                 "slot_mapping", "draft_remaining")
+_CALLBACK_FAILED = 15
+
+
+class Batch:
+    """What the step is asked to launch (cgrt_batch_desc): ``mode`` ("decode" or
+    "block"), ``block_len``, ``num_reqs``, ``rows``, ``padded_reqs``, ``padded_rows`` (the
+    rows the launched work must cover), ``capturing`` (True under stream capture: no
+    synchronization, no reading results back), ``draft_step``, ``while_body``,
+    ``stream`` (the CUstream as an int), ``addresses`` (current address per buffer id).
+    ``batch[name]`` (or ``batch[id]``) is the array bound to that buffer now: the step
+    takes its tensors from there, so that what it captures points into the buffers cgrt
+    rebinds."""
+
+    __slots__ = ("mode", "block_len", "num_reqs", "rows", "padded_reqs", "padded_rows", "capturing",
+                 "draft_step", "while_body", "stream", "addresses", "_set")
+
+    def __init__(self, gs, stream, d):
+        self.mode = _MODE_NAMES.get(d.mode, d.mode)
+        self.block_len, self.num_reqs, self.rows = d.block_len, d.num_reqs, d.rows
+        self.padded_reqs, self.padded_rows = d.padded_reqs, d.padded_rows
+        self.capturing, self.draft_step, self.while_body = bool(d.capturing), d.draft_step, bool(d.while_body)
+        self.stream = stream or 0
+        self.addresses = tuple(d.buffers[i] for i in range(d.num_buffers))
+        self._set = gs
+
+    def __getitem__(self, key):
+        gs = self._set
+        i = gs.buffer_id(key)
+        pending = gs._pending.get(i)
+        if pending is not None and pending[1] == self.addresses[i]:
+            return pending[0]  # bound by the step being run (exec-update re-capture)
+        obj = gs._bound[i]
+        if gs._bound_ptr[i] != self.addresses[i]:
+            raise RuntimeError(f"buffer {gs.names[i]!r}: cgrt reports 0x{self.addresses[i]:x}, the set "
+                               f"holds 0x{gs._bound_ptr[i]:x}")
+        return obj
+
+    def torch_stream(self):
+        """torch.cuda.ExternalStream of ``stream`` (already torch's current stream in the step)."""
+        torch = torch_loaded()
+        return external_stream(torch, self.stream, self._set.runtime.device_ordinal)
+
+    def __repr__(self):
+        return (f"Batch({self.mode}, reqs {self.num_reqs}, rows {self.rows}/{self.padded_rows}, "
+                f"capturing={self.capturing})")
+
+
+def _enqueue(ref, user, stream, desc):
+    gs = ref()
+    if gs is None:
+        return _CALLBACK_FAILED
+    return gs._run_step(gs._step, stream, desc.contents, ())
+
+
+def _rebuild(ref, user, stream, next_step, desc):
+    gs = ref()
+    if gs is None:
+        return _CALLBACK_FAILED
+    return gs._run_step(gs._draft_rebuild, stream, desc.contents, (next_step,))
+
+
+def _destroy_set(ptr, pool):
+    try:
+        lib.cgrt_graphs_destroy(ptr)
+    finally:
+        if pool is not None:
+            pool.release()
+
+
+class GraphSet(Handle):
+    """A graph set whose step is ``step(stream: int, batch: Batch)``.
+
+    ``buffers``: the bindable buffers, a list of ``(name, array)`` or
+    ``(name, array, direction)`` ("in", "out", "inout"; default "inout"); a buffer's id
+    is its index. ``meta``: a dict of cgrt_graph_meta (buffer names or ids for
+    req_seq_lens, req_positions, block_table, seq_lens, positions, slot_mapping,
+    draft_remaining; block_size, max_blocks_per_seq); enabled when given.
+    ``capture_sizes``: list of rows. ``replay_mode``: "pointer_update", "copy_in",
+    "exec_update". ``stream``: replay stream (None: the set's own). ``draft_rebuild``: a
+    callable(stream, next_step, batch) for draft loops under DCP. ``torch_pool``: the
+    torch private pool for allocations made during capture (None: a new one when torch
+    is loaded and the runtime is on a GPU; a handle from torch.cuda.graph_pool_handle()
+    to share one; False: none). Other keywords are cgrt_graphs_options fields with the C
+    defaults (max_num_seqs and max_model_len are required).
+
+    The step must launch on ``stream`` only (with torch loaded it is torch's current
+    stream during the call), take its arrays from ``batch[name]``, and must not call
+    back into this set. An exception it raises fails the C call, and the cgrt.Error
+    raised from that call has it as ``__cause__``.
+    """
+
+    _kind = "graph set"
+
+    def __init__(self, runtime, step, *, buffers=(), meta=None, capture_sizes=None,
+                 replay_mode="pointer_update", stream=None, draft_rebuild=None, torch_pool=None, **options):
+        if not callable(step):
+            raise TypeError(f"step: expected a callable, got {type(step).__name__}")
+        if draft_rebuild is not None and not callable(draft_rebuild):
+            raise TypeError("draft_rebuild: expected a callable")
+        self.runtime, self._step, self._draft_rebuild = runtime, step, draft_rebuild
+        self._step_error = None
+        self._in_step = False
+        self._pending = {}
+        self._parse_buffers(runtime, buffers)
+        for bad in ("enqueue", "user", "buffers", "num_buffers", "capture_sizes", "num_capture_sizes",
+                    "meta", "draft_rebuild"):
+            if bad in options:
+                raise TypeError(f"option {bad!r} is set by the package")
+        opts = make_options(_lib.GraphsOptions, "cgrt_graphs_options_init", options)
+        opts.replay_mode = enum_value(replay_mode, REPLAY_MODES, "replay_mode")
+        self.replay_mode = opts.replay_mode
+        opts.stream = stream_ptr(stream) or None
+        self._descs = (_lib.BufferDesc * max(len(self.names), 1))()
+        for i, (name, t, d) in enumerate(zip(self.names, self._views, self._dirs)):
+            self._descs[i] = _lib.BufferDesc(name.encode(), t.ptr, t.nbytes, d)
+        opts.buffers, opts.num_buffers = self._descs, len(self.names)
+        if capture_sizes is not None:
+            sizes = [int(s) for s in capture_sizes]
+            self._sizes = (c_int * max(len(sizes), 1))(*sizes)
+            opts.capture_sizes, opts.num_capture_sizes = self._sizes, len(sizes)
+        if meta is not None:
+            self._set_meta(opts.meta, dict(meta))
+        torch = torch_loaded()
+        self._torch = torch if torch is not None and not runtime.emulated else None
+        self._pool = None
+        if self._torch is not None and torch_pool is not False:
+            handle = torch_pool if torch_pool not in (None, True) else None
+            self._pool = PrivatePool(self._torch, runtime.device_ordinal, handle)
+        me = weakref.ref(self)
+        self._enqueue_cb = _lib.ENQUEUE_FN(lambda u, s, d: _enqueue(me, u, s, d))
+        opts.enqueue = self._enqueue_cb
+        self._rebuild_cb = _lib.DRAFT_REBUILD_FN(lambda u, s, n, d: _rebuild(me, u, s, n, d))
+        if draft_rebuild is not None:
+            opts.draft_rebuild = self._rebuild_cb
+        out = c_void_p()
+        lib.cgrt_graphs_create(runtime.handle, byref(opts), byref(out))
+        pool = self._pool
+        super().__init__(out.value, lambda p: _destroy_set(p, pool), parent=runtime,
+                         keep=(self._enqueue_cb, self._rebuild_cb))
+        self._last_refs = ()
+
+    # ---- setup -------------------------------------------------------------------------
+    def _parse_buffers(self, runtime, buffers):
+        self.names, self._views, self._dirs, self._bound, self._bound_ptr = [], [], [], [], []
+        for k, b in enumerate(buffers):
+            if not isinstance(b, (tuple, list)) or len(b) not in (2, 3) or not isinstance(b[0], str):
+                raise TypeError(f"buffers[{k}]: expected (name, array) or (name, array, direction)")
+            name, obj = b[0], b[1]
+            if name in self.names:
+                raise ValueError(f"buffers[{k}]: the name {name!r} is used twice")
+            t = runtime.check_tensor(obj, f"buffer {name!r}")
+            if t.nbytes == 0:
+                raise ValueError(f"buffer {name!r}: empty")
+            self.names.append(name)
+            self._views.append(t)
+            self._dirs.append(enum_value(b[2] if len(b) == 3 else "inout", DIRECTIONS, f"buffer {name!r} direction"))
+            self._bound.append(obj)
+            self._bound_ptr.append(t.ptr)
+
+    def _set_meta(self, m, meta):
+        m.enabled = 1
+        for key in ("block_size", "max_blocks_per_seq"):
+            if key not in meta:
+                raise ValueError(f"meta: {key!r} is required")
+            setattr(m, key, int(meta.pop(key)))
+        for key in _META_BUFFERS:
+            if key in meta:
+                setattr(m, key, self.buffer_id(meta.pop(key)))
+        if meta:
+            raise TypeError(f"meta: unknown keys {sorted(meta)}; expected {', '.join(_META_BUFFERS)}, "
+                            f"block_size, max_blocks_per_seq")
+
+    def buffer_id(self, key):
+        """The id of a buffer given by name or id."""
+        if isinstance(key, str):
+            try:
+                return self.names.index(key)
+            except ValueError:
+                raise KeyError(f"no buffer named {key!r} (buffers: {', '.join(self.names)})") from None
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(self.names):
+            return key
+        raise KeyError(f"no buffer {key!r} ({len(self.names)} buffers)")
+
+    # ---- the step callback ---------------------------------------------------------------
+    def _run_step(self, fn, stream, d, extra):
+        try:
+            self._in_step = True
+            batch = Batch(self, stream, d)
+            ctx = contextlib.nullcontext()
+            if self._pool is not None:
+                ctx = self._pool.capture(batch.stream) if batch.capturing else self._pool.eager(batch.stream)
+            with ctx:
+                fn(batch.stream, *extra, batch)
+            return 0
+        except BaseException as e:  # reported through the C call that ran the step
+            self._step_error = e
+            return _CALLBACK_FAILED
+        finally:
+            self._in_step = False
+
+    def _call(self, name, *args):
+        if self._in_step:
+            raise RuntimeError(f"{name}: called from inside this graph set's step")
+        self._step_error = None
+        try:
+            return getattr(lib, name)(self.handle, *args)
+        except Error as e:
+            cause, self._step_error = self._step_error, None
+            if cause is not None:
+                raise e from cause
+            raise
+
+    @contextlib.contextmanager
+    def _torch_order(self):
+        """On a GPU with torch loaded: the replay stream waits for torch's current stream
+        before the launch, and torch's current stream waits for the replay after it."""
+        torch = self._torch
+        if torch is None:
+            yield
+            return
+        dev = self.runtime.device_ordinal
+        cur = torch.cuda.current_stream(dev)
+        rs = self.stream
+        if cur.cuda_stream == rs:
+            yield
+            return
+        ext = external_stream(torch, rs, dev)
+        ext.wait_stream(cur)
+        yield
+        cur.wait_stream(ext)
+
+    # ---- capture and replay ------------------------------------------------------------
+    def capture(self):
+        """Warms up and captures every bucket (cgrt_graphs_capture)."""
+        if self._torch is not None:
+            self._torch.cuda.current_stream(self.runtime.device_ordinal).synchronize()
+        self._call("cgrt_graphs_capture")
+
+    def recapture(self, rows, mode="decode"):
+        if self._torch is not None:
+            self._torch.cuda.current_stream(self.runtime.device_ordinal).synchronize()
+        self._call("cgrt_graphs_recapture", enum_value(mode, MODES, "mode"), int(rows))
+
+    def _bindings(self, bind):
+        if not bind:
+            return None, 0, []
+        arr = (_lib.Binding * len(bind))()
+        moved = []
+        for k, (key, obj) in enumerate(bind.items()):
+            i = self.buffer_id(key)
+            name = self.names[i]
+            if isinstance(obj, int) and not isinstance(obj, bool):  # a raw address: unchecked
+                arr[k] = _lib.Binding(i, obj, 0)
+                moved.append((i, obj, obj))
+                continue
+            reg = self._views[i]
+            t = self.runtime.check_tensor(obj, f"binding {name!r}", dtype=reg.dtype, shape=reg.shape)
+            arr[k] = _lib.Binding(i, t.ptr, t.nbytes)
+            moved.append((i, obj, t.ptr))
+            if self._torch is not None and t.source == "torch":
+                # the caching allocator must not reuse it before the replay stream is done
+                obj.record_stream(external_stream(self._torch, self.stream, self.runtime.device_ordinal))
+        return arr, len(bind), moved
+
+    def _keep(self, moved):
+        if self.replay_mode == REPLAY_MODES["copy_in"]:
+            self._last_refs = moved  # one step only: alive until the next step
+            return
+        for i, obj, ptr in moved:
+            self._bound[i], self._bound_ptr[i] = obj, ptr
+
+    def _replay(self, name, args, bind):
+        arr, n, moved = self._bindings(bind)
+        self._pending = {i: (obj, ptr) for i, obj, ptr in moved}
+        try:
+            with self._torch_order():
+                self._call(name, *args, arr, n)
+        finally:
+            self._pending = {}
+        self._keep(moved)
+
+    def step(self, num_reqs, mode="decode", bind=None):
+        """One step of num_reqs requests (cgrt_graphs_step). `bind` maps buffer names (or
+        ids) to new arrays of the registered dtype and shape (or raw int addresses)."""
+        self._replay("cgrt_graphs_step", (enum_value(mode, MODES, "mode"), int(num_reqs)), bind)
+
+    def draft(self, num_reqs, bind=None):
+        """A draft loop of options.draft_steps steps (cgrt_graphs_draft)."""
+        self._replay("cgrt_graphs_draft", (int(num_reqs),), bind)
+
+    def set_ranges(self, ranges):
+        """Live ranges for checked replay: a list of arrays or (address, bytes[, what])."""
+        arr = (_lib.Range * max(len(ranges), 1))()
+        for k, r in enumerate(ranges):
+            if isinstance(r, tuple):
+                arr[k] = _lib.Range(int(r[0]), int(r[1]), (r[2] if len(r) > 2 else "range").encode())
+            else:
+                t = self.runtime.check_tensor(r, f"ranges[{k}]", contiguous=False)
+                arr[k] = _lib.Range(t.ptr, t.nbytes, b"array")
+        self._call("cgrt_graphs_set_ranges", arr, len(ranges))
+
+    @property
+    def stream(self):
+        """The replay stream (an int)."""
+        return lib.cgrt_graphs_stream(self.handle) or 0
+
+    def stats(self):
+        s = _lib.GraphsStats(size=ctypes.sizeof(_lib.GraphsStats))
+        self._call("cgrt_graphs_get_stats", byref(s))
+        return {f: getattr(s, f) for f, _ in _lib.GraphsStats._fields_ if f != "size"}
+
+    def buckets(self):
+        """cgrt_bucket_info of every bucket, as dicts (mode as "decode"/"block")."""
+        out = []
+        for i in range(lib.cgrt_graphs_bucket_count(self.handle)):
+            b = _lib.BucketInfo(size=ctypes.sizeof(_lib.BucketInfo))
+            self._call("cgrt_graphs_get_bucket", i, byref(b))
+            d = {f: getattr(b, f) for f, _ in _lib.BucketInfo._fields_ if f != "size"}
+            d["mode"] = _MODE_NAMES.get(d["mode"], d["mode"])
+            out.append(d)
+        return out
+
+    def bucket_rows(self, num_reqs, mode="decode"):
+        """The bucket (rows) a step of num_reqs would use; 0 if none."""
+        return lib.cgrt_graphs_bucket_rows(self.handle, enum_value(mode, MODES, "mode"), int(num_reqs))

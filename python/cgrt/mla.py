@@ -1,0 +1,114 @@
+"""MLA decode (cgrt_mla.h) on torch tensors, CuPy/DLPack arrays, or host arrays on the
+emulation."""
+import ctypes
+import math
+import sys
+from ctypes import byref, c_void_p
+
+from . import _lib
+from ._handle import Handle
+from ._lib import lib
+from ._options import defaults, enum_value, make_options
+from ._streams import stream_ptr, torch_current_stream
+
+__all__ = ["MlaPlan", "mla_decode", "COMBINE", "mla_defaults", "QK_DIM", "V_DIM"]
+
+COMBINE = {"workspace": 0, "counters": 1, "auto": 2}
+QK_DIM, V_DIM = 576, 512
+
+
+def mla_defaults():
+    """cgrt_mla_options_init's defaults as a dict."""
+    return defaults(_lib.MlaOptions, "cgrt_mla_options_init")
+
+
+class MlaPlan(Handle):
+    """cgrt_mla_plan. Keyword options are those of cgrt_mla_options with the C defaults:
+    max_num_seqs, heads and max_model_len (required), block_len, dcp_world_size,
+    page_size, max_blocks_per_seq, combine ("workspace", "counters", "auto"), lane,
+    programmatic_launch. Create it during warm-up, before the workspace lock."""
+
+    _kind = "mla plan"
+
+    def __init__(self, runtime, **options):
+        conv = {"combine": lambda v: enum_value(v, COMBINE, "combine")}
+        opts = make_options(_lib.MlaOptions, "cgrt_mla_options_init", options, conv)
+        out = c_void_p()
+        lib.cgrt_mla_plan_create(runtime.handle, byref(opts), byref(out))
+        self.runtime = runtime
+        super().__init__(out.value, lib.cgrt_mla_plan_destroy, parent=runtime)
+        self.options = {f: getattr(opts, f) for f, _ in _lib.MlaOptions._fields_ if f != "size"}
+        self.block_len = opts.block_len
+        self.page_size = opts.page_size
+        self.max_blocks_per_seq = opts.max_blocks_per_seq or -(-opts.max_model_len // opts.page_size)
+        info = self.info()
+        self.q_heads, self.max_rows = info["q_heads"], info["max_rows"]
+
+    def info(self):
+        """cgrt_mla_plan_info as a dict (kernel names as str)."""
+        i = _lib.MlaPlanInfo(size=ctypes.sizeof(_lib.MlaPlanInfo))
+        lib.cgrt_mla_plan_get_info(self.handle, byref(i))
+        d = {f: getattr(i, f) for f, _ in _lib.MlaPlanInfo._fields_ if f != "size"}
+        for k in ("split_kernel", "one_row_kernel"):
+            d[k] = d[k].decode() if d[k] else None
+        return d
+
+    def decode(self, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows=None,
+               stream=None):
+        mla_decode(self, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows, stream)
+
+
+def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows=None,
+               stream=None):
+    """Enqueues one MLA decode step (cgrt_mla_decode) after checking every tensor.
+
+    q bf16 [>= num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576];
+    block_table int32 [>= num_rows / block_len, max_blocks_per_seq]; seq_lens int32
+    [>= num_rows / block_len]; out bf16 [>= num_rows, q_heads, 512]; lse float32
+    [>= num_rows, q_heads] (the first num_rows rows are used); all dense, q/kv_cache/out
+    16-byte aligned, on the runtime's device (host arrays on the emulation). num_rows
+    defaults to q.shape[0].
+
+    stream: None means torch's current stream when torch is loaded and the runtime is on
+    a GPU (so the call works inside ``torch.cuda.graph`` capture: it launches there and
+    neither synchronizes nor allocates), else the legacy default stream. Call it once
+    outside capture first (warm-up: the counter buffer is allocated then).
+    Raises TypeError/ValueError before any launch, cgrt.Error from the C call.
+    """
+    if not isinstance(plan, MlaPlan):
+        raise TypeError(f"plan: expected a cgrt.MlaPlan, got {type(plan).__name__}")
+    rt = plan.runtime
+    scale = float(softmax_scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"softmax_scale {softmax_scale!r}: must be finite and > 0")
+    tq = rt.check_tensor(q, "q", dtype="bfloat16", align=16)
+    if len(tq.shape) != 3:
+        raise ValueError(f"q: shape {list(tq.shape)}, expected [num_rows, {plan.q_heads}, {QK_DIM}]")
+    rows = tq.shape[0] if num_rows is None else int(num_rows)
+    if not 1 <= rows <= plan.max_rows or rows % plan.block_len:
+        raise ValueError(f"num_rows {rows}: must be in [1, {plan.max_rows}] and a multiple of "
+                         f"block_len {plan.block_len}")
+    reqs = rows // plan.block_len
+    h = plan.q_heads
+    rt.check_tensor(q, "q", dtype="bfloat16", shape=(None, h, QK_DIM), align=16)
+    tkv = rt.check_tensor(kv_cache, "kv_cache", dtype="bfloat16", shape=(None, plan.page_size, QK_DIM),
+                          align=16)
+    tbt = rt.check_tensor(block_table, "block_table", dtype="int32",
+                          shape=(None, plan.max_blocks_per_seq), align=4)
+    tsl = rt.check_tensor(seq_lens, "seq_lens", dtype="int32", shape=(None,), align=4)
+    tout = rt.check_tensor(out, "out", dtype="bfloat16", shape=(None, h, V_DIM), align=16)
+    tlse = rt.check_tensor(lse, "lse", dtype="float32", shape=(None, h), align=4)
+    for t, what in ((tq, "q"), (tout, "out"), (tlse, "lse")):
+        if t.shape[0] < rows:
+            raise ValueError(f"{what}: {t.shape[0]} rows for num_rows {rows}")
+    if tbt.shape[0] < reqs:
+        raise ValueError(f"block_table: {tbt.shape[0]} rows for {reqs} requests")
+    if tsl.shape[0] < reqs:
+        raise ValueError(f"seq_lens: {tsl.shape[0]} entries for {reqs} requests")
+    if stream is None and not rt.emulated and "torch" in sys.modules:
+        s = torch_current_stream(rt.device_ordinal)
+    else:
+        s = stream_ptr(stream)
+    args = _lib.MlaArgs(size=ctypes.sizeof(_lib.MlaArgs), q=tq.ptr, kv_cache=tkv.ptr, block_table=tbt.ptr,
+                        seq_lens=tsl.ptr, out=tout.ptr, lse=tlse.ptr, num_rows=rows, softmax_scale=scale)
+    lib.cgrt_mla_decode(plan.handle, s, byref(args))

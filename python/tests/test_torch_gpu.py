@@ -1,0 +1,143 @@
+"""torch on a GPU: one shared context, mla_decode eager and inside torch.cuda.graph
+capture, a graph set whose step runs torch ops, checked replay of a freed buffer.
+Skips (with the reason) without torch or a CUDA device."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the GPU tests need it)")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: the torch GPU tests need one", allow_module_level=True)
+
+import cgrt  # noqa: E402
+from conftest import needs_mem_api  # noqa: E402
+
+HEADS, PAGE = 16, 64
+
+
+@pytest.fixture(scope="module")
+def grt():
+    torch.zeros(1, device="cuda")  # torch's context exists first
+    r = cgrt.Runtime(driver="cuda")
+    yield r
+    r.close()
+
+
+def _ref(q, kv, bt, sl, scale):
+    rows = q.shape[0]
+    out = torch.zeros(rows, HEADS, 512, dtype=torch.float32, device=q.device)
+    lse = torch.full((rows, HEADS), -math.inf, device=q.device)
+    for r in range(rows):
+        n = int(sl[r])
+        if n <= 0:
+            continue
+        pages = bt[r, : (n + PAGE - 1) // PAGE].long()
+        toks = kv[pages].reshape(-1, 576)[:n].float()
+        s = q[r].float() @ toks.T * scale
+        lse[r] = torch.logsumexp(s, dim=1)
+        out[r] = torch.softmax(s, dim=1) @ toks[:, :512]
+    return out, lse
+
+
+def _inputs(rows, pages=8):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn(rows, HEADS, 576, device="cuda", generator=g).bfloat16()
+    kv = torch.randn(pages, PAGE, 576, device="cuda", generator=g).bfloat16()
+    bt = torch.stack([torch.randperm(pages, device="cuda", generator=g) for _ in range(rows)]).int()
+    sl = torch.randint(1, pages * PAGE, (rows,), device="cuda", generator=g, dtype=torch.int32)
+    out = torch.empty(rows, HEADS, 512, device="cuda", dtype=torch.bfloat16)
+    lse = torch.empty(rows, HEADS, device="cuda")
+    return q, kv, bt, sl, out, lse
+
+
+def test_one_context_shared_with_torch(grt):
+    assert grt.info().driver == "cuda"
+    t = torch.arange(256, device="cuda", dtype=torch.int32)
+    back = bytearray(1024)
+    grt.memcpy_dtoh(back, t.data_ptr())  # a torch pointer is valid in cgrt's context
+    assert bytes(back) == t.cpu().numpy().tobytes()
+    (buf,) = grt.workspace_request("torch.share", [((256,), "int32")])
+    grt.memcpy_htod(buf, t.cpu().numpy().tobytes())
+    view = torch.as_tensor(buf, device="cuda")  # and a cgrt pointer in torch's
+    assert torch.equal(view, t)
+
+
+def test_mla_decode_eager_and_inside_torch_cuda_graph(grt):
+    rows, scale = 4, 1 / math.sqrt(576)
+    plan = grt.mla_plan(max_num_seqs=rows, heads=HEADS, max_model_len=8 * PAGE, page_size=PAGE)
+    q, kv, bt, sl, out, lse = _inputs(rows)
+    cgrt.mla_decode(plan, q, kv, bt, sl, out, lse, scale)  # eager, torch's current stream
+    ref_out, ref_lse = _ref(q, kv, bt, sl, scale)
+    torch.testing.assert_close(out.float(), ref_out, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-3, atol=1e-3)
+    eager = out.clone()
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        cgrt.mla_decode(plan, q, kv, bt, sl, out, lse, scale)  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        cgrt.mla_decode(plan, q, kv, bt, sl, out, lse, scale)
+    out.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    with pytest.raises(ValueError, match="not contiguous"):
+        cgrt.mla_decode(plan, q.transpose(0, 1), kv, bt, sl, out, lse, scale)
+    with pytest.raises(TypeError, match="dtype float32"):
+        cgrt.mla_decode(plan, q.float(), kv, bt, sl, out, lse, scale)
+    with pytest.raises(ValueError, match="host memory"):
+        cgrt.mla_decode(plan, q.cpu(), kv, bt, sl, out, lse, scale)
+
+
+def test_graph_set_with_a_torch_step(grt):
+    x = torch.randn(64, 128, device="cuda")
+    w = torch.randn(128, 128, device="cuda")
+    y = torch.empty(64, 128, device="cuda")
+
+    def step(stream, b):
+        assert torch.cuda.current_stream().cuda_stream == stream
+        h = torch.relu(b["x"][: b.padded_rows] @ w)  # a temporary from the private pool in capture
+        b["y"][: b.padded_rows].copy_(h * 2)
+
+    gs = grt.graphs(step, max_num_seqs=64, max_model_len=64, capture_sizes=[8, 64],
+                    buffers=[("x", x, "in"), ("y", y, "out")])
+    gs.capture()
+    assert gs._pool is not None and gs._pool.uses == 2
+    x2 = torch.randn(64, 128, device="cuda")
+    for inp in (x, x2, x):
+        gs.step(5, bind={"x": inp})
+        expect = torch.relu(inp[:8] @ w) * 2
+        junk = torch.randn(64, 128, device="cuda")  # eager allocations after replay
+        torch.testing.assert_close(y[:8], expect)
+        del junk
+    gs.close()
+
+
+@needs_mem_api
+def test_checked_replay_refuses_a_freed_and_reused_torch_buffer(grt):
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.zeros(1 << 20, device="cuda")
+    reg_x, reg_y = grt.register(x), grt.register(y)
+
+    def step(stream, b):
+        b["y"].add_(b["x"])
+
+    gs = grt.graphs(step, max_num_seqs=1, max_model_len=8, capture_sizes=[1], checked_replay=True,
+                    buffers=[("x", x), ("y", y)])
+    gs.capture()
+    gs.step(1)
+    raw = grt.alloc(x.numel() * 4)
+    gs.step(1, bind={"x": raw})
+    grt.free(raw)
+    again = grt.alloc(x.numel() * 4)  # may reuse the address; its buffer id differs
+    before = y.clone()
+    with pytest.raises(cgrt.StalePointerError):
+        gs.step(1)
+    torch.cuda.synchronize()
+    assert torch.equal(y, before)  # nothing launched
+    grt.free(again)
+    gs.close()
+    reg_x.close()
+    reg_y.close()

@@ -1,0 +1,169 @@
+// Device patching: kernel nodes rewritten on the device by the patch node.
+#include "tests/graphs/graphs_fixture.h"
+
+namespace cgrt_graphs_test {
+
+// device_patch: the same moves as above; kernel nodes are rewritten on the device by the
+// patch node (moved buffers delivered through the mailbox, no driver call), memcpy/memset
+// nodes still on the host.
+TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
+  start();
+  default_set(CGRT_REPLAY_POINTER_UPDATE, 1);
+  if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
+    GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image "
+                    "(kernels/graph_patch.cu is linked with the device runtime)";
+  ASSERT_EQ(device_patched_buckets(), cgrt_graphs_bucket_count(set))
+      << "every bucket should patch on the device (emulation and CUDA 12.4+ on sm_90a)";
+  init_cur();
+  step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  struct Case {
+    synth::Buf buf;
+    uint64_t host, device;  // node updates by the host / kernel nodes rewritten on the device
+  } cases[] = {{synth::X, 0, 1},   {synth::Y, 1, 1},    {synth::Z, 1, 0},   {synth::SCR, 1, 0},
+               {synth::WIN, 0, 1}, {synth::WOUT, 0, 1}, {synth::SEQ, 0, 2}, {synth::KV, 0, 1},
+               {synth::OUT, 0, 2}, {synth::BT, 0, 1}};
+  for (const Case &c : cases) {
+    const CUdeviceptr alt = move_to_copy(c.buf);
+    ASSERT_NE(alt, 0u);
+    cgrt_graphs_stats before = stats();
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
+    cgrt_graphs_stats after = stats();
+    EXPECT_EQ(after.nodes_patched - before.nodes_patched, c.host) << synth::kNames[c.buf];
+    EXPECT_EQ(after.device_nodes_patched - before.device_nodes_patched, c.device) << synth::kNames[c.buf];
+    EXPECT_EQ(after.device_patches - before.device_patches, c.device ? 1u : 0u) << synth::kNames[c.buf];
+    before = after;
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, "same address again");
+    after = stats();
+    EXPECT_EQ(after.nodes_patched + after.device_patches + after.device_nodes_patched,
+              before.nodes_patched + before.device_patches + before.device_nodes_patched);
+    if (HasFailure()) return;
+  }
+  // num_reqs changes within a bucket (5 -> 7 requests, bucket 8): the metadata node is
+  // rewritten on the device, nothing on the host but the patch node.
+  cgrt_graphs_stats before = stats();
+  step_and_check(CGRT_GRAPH_DECODE, 7, {}, "num_reqs change");
+  cgrt_graphs_stats after = stats();
+  EXPECT_EQ(after.nodes_patched, before.nodes_patched);
+  EXPECT_EQ(after.device_patches - before.device_patches, 1u);
+  EXPECT_EQ(after.device_nodes_patched - before.device_nodes_patched, 1u);
+  // Several buffers at once and every bucket of both modes, against eager.
+  for (int t = 0; t < 16; t++) {
+    std::vector<cgrt_binding> bind;
+    for (synth::Buf f : {synth::X, synth::OUT, synth::Y, synth::KV}) {
+      if (rng() % 2) continue;
+      CUdeviceptr alt = eng.alloc(eng.a.bytes[f]);
+      ASSERT_NE(alt, 0u);
+      ASSERT_EQ(sync(), CGRT_SUCCESS);
+      ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(alt, cur[f], eng.a.bytes[f], nullptr), CUDA_SUCCESS);
+      cur[f] = alt;
+      bind.push_back({(int)f, alt, 0});
+    }
+    int reqs = 1 + (int)(rng() % 32);
+    cgrt_graph_mode mode = t % 2 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
+    step_and_check(mode, reqs, bind, mode == CGRT_GRAPH_BLOCK ? "block, moved" : "decode, moved");
+    if (HasFailure()) return;
+  }
+  EXPECT_LE(stats().device_patches, stats().steps);
+}
+
+// More moved buffers than the patch kernel's 256 threads read in one pass.
+struct ManyBuffers {
+  static constexpr int kPairs = 130;  // 260 buffers, 130 kernel nodes
+  static constexpr int kN = 64;
+  CUfunction f_scale = nullptr;
+  const cgrt__driver *drv = nullptr;
+  static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
+    auto *mb = static_cast<ManyBuffers *>(user);
+    const cgrt__driver *drv = mb->drv;
+    for (int i = 0; i < kPairs; i++) {
+      int n = kN;
+      CUdeviceptr in = d->buffers[2 * i], out = d->buffers[2 * i + 1];
+      float a = (float)(i + 1);
+      void *args[] = {&n, &in, &out, &a};
+      if (drv->cuLaunchKernel(mb->f_scale, 1, 1, 1, 64, 1, 1, 0, s, args, nullptr) != CUDA_SUCCESS)
+        return CGRT_ERROR_DRIVER;
+    }
+    return CGRT_SUCCESS;
+  }
+};
+
+TEST_F(GraphsTest, DevicePatchMovesManyBuffersAtOnce) {
+  start();
+  ManyBuffers mb;
+  mb.f_scale = eng.f_scale;
+  mb.drv = eng.drv;
+  const int nb = 2 * ManyBuffers::kPairs;
+  std::vector<cgrt_buffer_desc> bufs(nb);
+  std::vector<std::string> names(nb);
+  std::vector<CUdeviceptr> alt(nb);
+  for (int i = 0; i < nb; i++) {
+    names[i] = (i % 2 ? "out" : "in") + std::to_string(i / 2);
+    bufs[i].name = names[i].c_str();
+    bufs[i].ptr = eng.alloc(ManyBuffers::kN * 4);
+    bufs[i].bytes = ManyBuffers::kN * 4;
+    bufs[i].dir = i % 2 ? CGRT_BUFFER_OUT : CGRT_BUFFER_IN;
+    alt[i] = eng.alloc(ManyBuffers::kN * 4);
+    ASSERT_NE(bufs[i].ptr, 0u);
+    ASSERT_NE(alt[i], 0u);
+  }
+  cgrt_graphs_options o;
+  cgrt_graphs_options_init(&o);
+  o.max_num_seqs = 4;
+  o.max_model_len = 16;
+  o.enqueue = ManyBuffers::enqueue;
+  o.user = &mb;
+  o.buffers = bufs.data();
+  o.num_buffers = bufs.size();
+  int sizes[] = {4};
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 1;
+  o.device_patch = 1;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
+    GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image";
+  ASSERT_EQ(device_patched_buckets(), 1u);
+  std::vector<cgrt_binding> bind;
+  for (int round = 0; round < 3; round++) {
+    // Move every buffer (round 0, 2: to alt; round 1: back), with fresh inputs.
+    bind.clear();
+    for (int i = 0; i < nb; i++) bind.push_back({i, round % 2 ? bufs[i].ptr : alt[i], 0});
+    std::vector<std::vector<float>> in(ManyBuffers::kPairs, std::vector<float>(ManyBuffers::kN));
+    for (int p = 0; p < ManyBuffers::kPairs; p++) {
+      for (int j = 0; j < ManyBuffers::kN; j++) in[p][j] = (float)(rng() % 1000) / 8.0f;
+      CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, bind[2 * p].ptr, in[p].data(), ManyBuffers::kN * 4));
+      std::vector<float> zero(ManyBuffers::kN, 0.0f);
+      CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, bind[2 * p + 1].ptr, zero.data(), ManyBuffers::kN * 4));
+    }
+    cgrt_graphs_stats before = stats();
+    CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 3, bind.data(), bind.size()));
+    ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+    cgrt_graphs_stats after = stats();
+    EXPECT_EQ(after.device_patches - before.device_patches, 1u);
+    EXPECT_EQ(after.device_nodes_patched - before.device_nodes_patched, (uint64_t)ManyBuffers::kPairs);
+    EXPECT_EQ(after.nodes_patched, before.nodes_patched);
+    for (int p = 0; p < ManyBuffers::kPairs; p++) {
+      std::vector<float> out(ManyBuffers::kN);
+      CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, out.data(), bind[2 * p + 1].ptr, ManyBuffers::kN * 4));
+      for (int j = 0; j < ManyBuffers::kN; j++)
+        ASSERT_EQ(out[j], in[p][j] * (float)(p + 1) + 1.0f) << "round " << round << " pair " << p << " i " << j;
+    }
+  }
+}
+
+TEST_F(GraphsTest, DevicePatchRejectsIncompatibleOptions) {
+  start();
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.device_patch = 1;
+  o.replay_mode = CGRT_REPLAY_EXEC_UPDATE;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_create(rt, &o, &set));
+  EXPECT_NE(std::string(cgrt_last_error()).find("device_patch"), std::string::npos) << cgrt_last_error();
+  EXPECT_EQ(set, nullptr);
+  o.replay_mode = CGRT_REPLAY_POINTER_UPDATE;
+  o.device_patch = 2;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_create(rt, &o, &set));
+  EXPECT_EQ(set, nullptr);
+}
+
+}  // namespace cgrt_graphs_test

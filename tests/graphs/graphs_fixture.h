@@ -1,0 +1,178 @@
+// The fixture of the graph tests (include/cgrt/cgrt_graphs.h through the public API), on
+// the driver CGRT_DRIVER selects: the emulation in CI, the real driver on an H200. A
+// runtime, the synthetic engine (synth_engine.h), a graph set, the eager reference and
+// the comparisons every feature's tests share.
+#ifndef CGRT_TESTS_GRAPHS_GRAPHS_FIXTURE_H
+#define CGRT_TESTS_GRAPHS_GRAPHS_FIXTURE_H
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cgrt/cgrt_fault.h"
+#include "cgrt/cgrt_graphs.h"
+#include "cgrt/cgrt_memory.h"
+#include "cgrt/cgrt_workspace.h"
+#include "tests/graphs/synth_engine.h"
+
+namespace cgrt_graphs_test {
+
+using synth::Engine;
+
+class GraphsTest : public ::testing::Test {
+ protected:
+  cgrt_runtime *rt = nullptr;
+  Engine eng;
+  cgrt_graphs *set = nullptr;
+  cgrt_buffer_desc descs[synth::NB];
+  std::mt19937 rng{1234};
+
+  void start(synth::Config cfg = synth::Config(), int fault = 0) {
+    rt = cgrt_test::make_runtime(fault);
+    ASSERT_NE(rt, nullptr);
+    ASSERT_TRUE(eng.init(rt, cfg)) << "engine setup failed";
+    eng.randomize(rng, eng.a.p[synth::X], eng.b.p[synth::X], eng.max_rows);
+    eng.randomize(rng, eng.a.p[synth::WIN], eng.b.p[synth::WIN], eng.max_rows);
+  }
+  void TearDown() override {
+    cgrt_fault_set(nullptr);
+    if (set) {
+      EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    }
+    set = nullptr;
+    eng.destroy();
+    if (rt) cgrt_runtime_destroy(rt);
+    rt = nullptr;
+  }
+  void make_set(const cgrt_graphs_options *o) {
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, o, &set));
+  }
+  void default_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    o.replay_mode = mode;
+    o.device_patch = device_patch;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
+  // A runtime, the synthetic engine, a captured default set and cur = the a-side buffers.
+  void start_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
+    start();
+    default_set(mode, device_patch);
+    init_cur();
+  }
+  cgrt_status sync() { return cgrt_runtime_synchronize(rt); }
+  // Steps that ran without an eager twin: copy the replayed KV cache to the reference's.
+  void sync_reference_kv() {
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+              CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+  }
+
+  // Current addresses of the set's buffers (a, as moved by bindings).
+  std::vector<CUdeviceptr> cur;
+
+  // Prepares one step: zeroes OUT in both copies, writes the per-request inputs.
+  synth::Engine::Batch prepare(int reqs, int k, int headroom = 0) {
+    auto bt = eng.random_batch(rng, reqs, k, headroom);
+    std::vector<float> zero((size_t)eng.max_rows, 0.0f);
+    eng.put(cur[synth::OUT], zero);
+    eng.put(eng.b.p[synth::OUT], zero);
+    return bt;
+  }
+  void write_a(const synth::Engine::Batch &bt) {
+    eng.put(cur[synth::REQ_SEQ], bt.seq);
+    eng.put(cur[synth::REQ_POS], bt.pos);
+    eng.put(cur[synth::BT], bt.bt);
+  }
+
+  // Compares replayed results (at cur) with the eager reference (b).
+  void expect_same(const synth::Engine::Batch &bt, int bucket_rows, const char *what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+    int rows = bt.reqs * bt.k;
+    using synth::Buf;
+    for (Buf f : {synth::OUT, synth::Y, synth::Z, synth::WOUT}) {
+      auto va = eng.get<float>(cur[f], rows), vb = eng.get<float>(eng.b.p[f], rows);
+      EXPECT_EQ(va, vb) << "buffer " << synth::kNames[f] << " rows " << rows;
+    }
+    size_t kvn = eng.a.bytes[synth::KV] / 4;
+    EXPECT_EQ(eng.get<float>(cur[synth::KV], kvn), eng.get<float>(eng.b.p[synth::KV], kvn)) << "kv cache";
+    EXPECT_EQ(eng.get<int32_t>(cur[synth::SEQ], rows), eng.get<int32_t>(eng.b.p[synth::SEQ], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::POS], rows), eng.get<int64_t>(eng.b.p[synth::POS], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::SLOT], rows), eng.get<int64_t>(eng.b.p[synth::SLOT], rows));
+    if (bucket_rows > rows) {  // padding rows are inert
+      auto seq = eng.get<int32_t>(cur[synth::SEQ], bucket_rows);
+      auto slot = eng.get<int64_t>(cur[synth::SLOT], bucket_rows);
+      auto out = eng.get<float>(cur[synth::OUT], bucket_rows);
+      for (int i = rows; i < bucket_rows; i++) {
+        EXPECT_EQ(seq[i], 0) << "padding row " << i;
+        EXPECT_EQ(slot[i], -1) << "padding row " << i;
+        EXPECT_EQ(out[i], 0.0f) << "padding row " << i;
+      }
+    }
+  }
+
+  // One random step in `mode` through the set vs the eager reference.
+  void step_and_check(cgrt_graph_mode mode, int reqs, const std::vector<cgrt_binding> &bind,
+                      const char *what) {
+    int k = mode == CGRT_GRAPH_BLOCK ? eng.cfg.block_len : 1;
+    auto bt = prepare(reqs, k);
+    write_a(bt);
+    int bucket = cgrt_graphs_bucket_rows(set, mode, reqs);
+    CGRT_ASSERT_OK(cgrt_graphs_step(set, mode, reqs, bind.data(), bind.size()));
+    eng.eager_reference(bt, eng.b.p);
+    expect_same(bt, bucket, what);
+  }
+  void init_cur() { cur.assign(eng.a.p, eng.a.p + synth::NB); }
+  // A new copy of buffer f holding what the eager reference's copy holds; it becomes the
+  // current address (the caller binds it). 0 on failure (a test failure is recorded).
+  CUdeviceptr move_to_copy(synth::Buf f) {
+    const CUdeviceptr alt = eng.alloc(eng.a.bytes[f]);
+    std::vector<unsigned char> bytes(eng.a.bytes[f]);
+    if (alt == 0 || sync() != CGRT_SUCCESS ||
+        eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[f], bytes.size()) != CUDA_SUCCESS) {
+      ADD_FAILURE() << "copying " << synth::kNames[f];
+      return 0;
+    }
+    eng.upload(alt, bytes.data(), bytes.size());
+    cur[f] = alt;
+    return alt;
+  }
+  uint64_t patched() {
+    cgrt_graphs_stats s{};
+    s.size = sizeof s;
+    EXPECT_EQ(cgrt_graphs_get_stats(set, &s), CGRT_SUCCESS);
+    return s.nodes_patched;
+  }
+  cgrt_graphs_stats stats() {
+    cgrt_graphs_stats s{};
+    s.size = sizeof s;
+    EXPECT_EQ(cgrt_graphs_get_stats(set, &s), CGRT_SUCCESS);
+    return s;
+  }
+  // Buckets whose kernel nodes are patched on the device.
+  size_t device_patched_buckets() {
+    size_t n = 0;
+    for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
+      cgrt_bucket_info b{};
+      b.size = sizeof b;
+      EXPECT_EQ(cgrt_graphs_get_bucket(set, i, &b), CGRT_SUCCESS);
+      n += b.device_patch ? 1 : 0;
+    }
+    return n;
+  }
+  void fault_capture(int device_patch);
+  void capture_faults(const cgrt_graphs_options &o, const std::function<void()> &after);
+  void fault_step(int device_patch);
+  void draft_loop(int device_patch);
+};
+
+}  // namespace cgrt_graphs_test
+
+#endif

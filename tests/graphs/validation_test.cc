@@ -1,0 +1,419 @@
+// Graph-set contracts that adversarial use broke (issue 14): nonsense options and
+// arguments refused with a message naming the field, the enqueue callback's failure
+// quoted once and whole, teardown failures logged, no capture left open on the thread
+// after a persistent cuStreamEndCapture failure, and every entry point making the
+// runtime's context current on a new thread. On the driver CGRT_DRIVER selects (the
+// emulation in CI; CGRT_DRIVER=cuda on an H200).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgrt/cgrt_fault.h"
+#include "cgrt/cgrt_graphs.h"
+#include "cgrt/cgrt_memory.h"
+#include "cgrt/cgrt_module.h"
+#include "cgrt/cgrt_workspace.h"
+#include "runtime/runtime_internal.h"
+#include "tests/common/test_util.h"
+#include "tests/common/validation_util.h"
+
+// The test fatbin (//tests/graphs:test_fatbin): gt_scale(n, in, out, a) is in image 0.
+struct cgrt_test_fatbin_entry {
+  const char *source;
+  const unsigned char *image;
+  size_t size;
+  int optional;
+};
+extern "C" const cgrt_test_fatbin_entry cgrt_test_graphs_fatbin[];
+
+namespace {
+
+using cgrt_test::count_of;
+using cgrt_test::leaves_context_current;
+using cgrt_test::request_1d;
+using cgrt_test::WarnSink;
+
+void scale_ref(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
+  int n = *(const int *)(const void *)(p + off[0]);
+  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
+  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
+  float a = *(const float *)(const void *)(p + off[3]);
+  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
+}
+
+// A one-kernel host engine: out = in * 2 + 1 over the padded rows, plus the metadata
+// buffers a set with meta.enabled needs (unused by the kernel).
+enum { IN, OUT, REQ_SEQ, REQ_POS, BT, SEQ, POS, SLOT, NB };
+constexpr int kMaxReqs = 4, kBlocks = 4;
+
+class GraphsValidation : public ::testing::Test {
+ protected:
+  cgrt_runtime *rt = nullptr;
+  cgrt_module *mod = nullptr;
+  CUfunction fn = nullptr;
+  CUdeviceptr buf[NB] = {};
+  size_t bytes[NB] = {};
+  cgrt_buffer_desc descs[NB] = {};
+  cgrt_graphs *set = nullptr;
+  int sizes[3] = {4, 2, 1};
+  enum { OK, FAIL_AFTER_CGRT_FAILURE, FAIL_QUIETLY } fail = OK;
+  const char *ws_name = "validation.engine";
+
+  static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
+    auto *t = static_cast<GraphsValidation *>(user);
+    if (t->fail == FAIL_AFTER_CGRT_FAILURE) {  // the callback's own cgrt call fails
+      CUdeviceptr p = 0;
+      return request_1d(t->rt, 99, "validation.callback", 4, CGRT_DTYPE_U8, &p);
+    }
+    if (t->fail == FAIL_QUIETLY) return CGRT_ERROR_INVALID_ARGUMENT;
+    int n = d->padded_rows;
+    CUdeviceptr in = d->buffers[IN], out = d->buffers[OUT];
+    float a = 2.0f;
+    void *args[] = {&n, &in, &out, &a};
+    return cgrt_launch_kernel(t->rt, t->fn, 1, 1, 1, 128, 1, 1, 0, s, args);
+  }
+
+  void start(int fault_injection = 0) {
+    const size_t psizes[4] = {4, 8, 8, 4};
+    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, psizes, scale_ref));
+    rt = cgrt_test::make_runtime(fault_injection);
+    ASSERT_NE(rt, nullptr);
+    attach_engine();
+  }
+  void attach_engine() {
+    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &mod));
+    CGRT_ASSERT_OK(cgrt_module_function(mod, "gt_scale", &fn));
+    const int64_t elems[NB] = {64, 64, kMaxReqs, kMaxReqs, kMaxReqs * kBlocks, kMaxReqs, kMaxReqs, kMaxReqs};
+    const cgrt_dtype types[NB] = {CGRT_DTYPE_F32, CGRT_DTYPE_F32, CGRT_DTYPE_I32, CGRT_DTYPE_I64,
+                                  CGRT_DTYPE_I32, CGRT_DTYPE_I32, CGRT_DTYPE_I64, CGRT_DTYPE_I64};
+    cgrt_tensor_desc td[NB] = {};
+    for (int i = 0; i < NB; i++) {
+      td[i].ndim = 1;
+      td[i].shape[0] = elems[i];
+      td[i].dtype = types[i];
+      bytes[i] = (size_t)elems[i] * cgrt_dtype_size(types[i]);
+    }
+    CGRT_ASSERT_OK(cgrt_workspace_request(rt, 0, ws_name, td, NB, buf));
+    for (int i = 0; i < NB; i++) CGRT_ASSERT_OK(cgrt_memset_d8(rt, buf[i], 0, bytes[i]));
+    std::vector<float> in(64);
+    for (int i = 0; i < 64; i++) in[i] = (float)i;
+    CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, buf[IN], in.data(), bytes[IN]));
+  }
+  void options(cgrt_graphs_options *o, int with_meta = 0) {
+    cgrt_graphs_options_init(o);
+    o->max_num_seqs = kMaxReqs;
+    o->max_model_len = kBlocks * 16;
+    o->capture_sizes = sizes;
+    o->num_capture_sizes = 3;
+    o->enqueue = enqueue;
+    o->user = this;
+    static const char *names[NB] = {"in", "out", "req_seq_lens", "req_positions", "block_table",
+                                    "seq_lens", "positions", "slot_mapping"};
+    for (int i = 0; i < NB; i++) descs[i] = {names[i], buf[i], bytes[i], i == IN ? CGRT_BUFFER_IN : CGRT_BUFFER_INOUT};
+    o->buffers = descs;
+    o->num_buffers = NB;
+    if (with_meta) {
+      o->meta.enabled = 1;
+      o->meta.req_seq_lens = REQ_SEQ;
+      o->meta.req_positions = REQ_POS;
+      o->meta.block_table = BT;
+      o->meta.seq_lens = SEQ;
+      o->meta.positions = POS;
+      o->meta.slot_mapping = SLOT;
+      o->meta.block_size = 16;
+      o->meta.max_blocks_per_seq = kBlocks;
+    }
+  }
+  void make_set(int capture = 1) {
+    cgrt_graphs_options o;
+    options(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+    if (capture) CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
+  // Steps n requests and checks out = in * 2 + 1 on the first n rows.
+  void step_and_check(int n) {
+    CGRT_ASSERT_OK(cgrt_memset_d8(rt, buf[OUT], 0, bytes[OUT]));
+    CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, n, nullptr, 0));
+    CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, cgrt_graphs_stream(set)));
+    std::vector<float> out(64);
+    CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, out.data(), buf[OUT], bytes[OUT]));
+    for (int i = 0; i < n; i++) EXPECT_EQ(out[i], 2.0f * i + 1.0f) << "row " << i;
+  }
+  void release() {
+    cgrt_fault_set(nullptr);
+    if (set) EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    set = nullptr;
+    if (mod) EXPECT_EQ(cgrt_module_unload(mod), CGRT_SUCCESS);
+    mod = nullptr;
+    if (rt) EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);
+    rt = nullptr;
+  }
+  void TearDown() override {
+    release();
+    cgrt_set_log_callback(nullptr, nullptr, CGRT_LOG_ERROR);
+  }
+  void expect_invalid(cgrt_status st, const std::string &field) {
+    EXPECT_EQ(st, CGRT_ERROR_INVALID_ARGUMENT) << cgrt_status_name(st) << " for " << field;
+    EXPECT_NE(std::string(cgrt_last_error()).find(field), std::string::npos)
+        << "message does not name " << field << ": " << cgrt_last_error();
+  }
+};
+
+// ---- item 9: nonsense is refused, naming the field --------------------------------------
+
+TEST_F(GraphsValidation, CreateRefusesNonsenseOptions) {
+  start();
+  cgrt_graphs_options o;
+  struct Case {
+    const char *field;
+    std::function<void(cgrt_graphs_options *)> spoil;
+  };
+  static int zero[] = {4, 0, 2}, negative[] = {-3}, huge[] = {1, CGRT_GRAPHS_MAX_ROWS + 1};
+  std::vector<Case> cases = {
+      {"capture_sizes[1] = 0", [](cgrt_graphs_options *p) { p->capture_sizes = zero, p->num_capture_sizes = 3; }},
+      {"capture_sizes[0] = -3", [](cgrt_graphs_options *p) { p->capture_sizes = negative, p->num_capture_sizes = 1; }},
+      {"capture_sizes[1] = 65537", [](cgrt_graphs_options *p) { p->capture_sizes = huge, p->num_capture_sizes = 2; }},
+      {"capture_sizes NULL", [](cgrt_graphs_options *p) { p->capture_sizes = nullptr, p->num_capture_sizes = 3; }},
+      {"num_capture_sizes 0", [](cgrt_graphs_options *p) { p->num_capture_sizes = 0; }},
+      {"max_capture_rows -5", [](cgrt_graphs_options *p) { p->max_capture_rows = -5; }},
+      {"meta.draft_remaining -2", [](cgrt_graphs_options *p) { p->meta.draft_remaining = -2; }},
+      {"meta.draft_remaining: buffer id 99", [](cgrt_graphs_options *p) { p->meta.draft_remaining = 99; }},
+  };
+  for (const Case &c : cases) {
+    options(&o, 1);
+    c.spoil(&o);
+    cgrt_graphs *s = reinterpret_cast<cgrt_graphs *>(0x1);
+    expect_invalid(cgrt_graphs_create(rt, &o, &s), c.field);
+    EXPECT_EQ(s, nullptr);
+  }
+  options(&o, 1);
+  o.meta.draft_remaining = REQ_SEQ;  // a registered buffer of max_num_seqs int32: fine
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+}
+
+TEST_F(GraphsValidation, RecaptureRefusesRowsBelowOne) {
+  start();
+  make_set();
+  expect_invalid(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 0), "rows 0");
+  expect_invalid(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, -7), "rows -7");
+  expect_invalid(cgrt_graphs_recapture(set, (cgrt_graph_mode)9, 1), "mode 9");
+  CGRT_EXPECT_STATUS(CGRT_ERROR_NO_BUCKET, cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 5));
+  CGRT_ASSERT_OK(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 3));
+  step_and_check(3);
+}
+
+TEST_F(GraphsValidation, SetRangesRefusesEmptyNullAndWrappingRanges) {
+  start();
+  make_set();
+  cgrt_range ok = {buf[IN], bytes[IN], "in"};
+  struct Case {
+    cgrt_range bad;
+    const char *field;
+  } cases[] = {
+      {{0, 64, "null"}, "ranges[1] ('null'): base 0x0"},
+      {{buf[OUT], 0, "empty"}, "ranges[1] ('empty')"},
+      {{UINT64_MAX - 15, 32, "wraps"}, "ranges[1] ('wraps')"},
+      {{0x1000, SIZE_MAX, "wraps too"}, "ranges[1] ('wraps too')"},
+  };
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &ok, 1));
+  for (const Case &c : cases) {
+    cgrt_range two[2] = {ok, c.bad};
+    expect_invalid(cgrt_graphs_set_ranges(set, two, 2), c.field);
+  }
+  cgrt_range to_the_end[2] = {ok, {0x1000, (size_t)(0 - (uint64_t)0x1000), "to 2^64"}};  // ends at 2^64
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, to_the_end, 2));
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, nullptr, 0));
+}
+
+TEST_F(GraphsValidation, StepOnAModeNeverCapturedIsRefused) {
+  start();
+  make_set(0);
+  expect_invalid(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, nullptr, 0), "mode decode is not captured");
+  cgrt_graphs_stats st = {};
+  st.size = sizeof st;
+  CGRT_ASSERT_OK(cgrt_graphs_get_stats(set, &st));
+  EXPECT_EQ(st.eager_fallbacks, 0u);  // nothing ran eagerly behind the caller's back
+  EXPECT_EQ(st.steps, 0u);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  step_and_check(2);
+}
+
+// ---- item 6: the callback's failure, teardown failures ----------------------------------
+
+TEST_F(GraphsValidation, CallbackFailureQuotesItsMessageOnceAndWhole) {
+  start();
+  make_set(0);
+  fail = FAIL_AFTER_CGRT_FAILURE;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+  std::string msg = cgrt_last_error();
+  EXPECT_EQ(count_of(msg, "enqueue callback returned CGRT_ERROR_INVALID_ARGUMENT"), 1u) << msg;
+  EXPECT_EQ(count_of(msg, "cgrt_workspace_request('validation.callback'): lane 99 outside 0..7"), 1u) << msg;
+  EXPECT_EQ(msg.find("more bytes cut"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("decode bucket 4 rows"), std::string::npos) << msg;
+}
+
+TEST_F(GraphsValidation, CallbackFailureWithoutACgrtFailureDoesNotQuoteAnOldMessage) {
+  start();
+  make_set(0);
+  cgrt_runtime_info info = {};
+  info.size = sizeof info;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_runtime_get_info(nullptr, &info));  // an old failure
+  fail = FAIL_QUIETLY;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("enqueue callback returned CGRT_ERROR_INVALID_ARGUMENT (no cgrt call failed in it)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("not live"), std::string::npos) << msg;
+}
+
+TEST_F(GraphsValidation, DestroyLogsDriverFailuresAtWarn) {
+  start(1);
+  make_set();
+  step_and_check(4);
+  WarnSink sink;
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.fail_at = 1;
+  plan.sticky = 1;  // every driver call of the teardown fails
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_graphs_destroy(set));
+  set = nullptr;
+  CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+  sink.stop();
+  EXPECT_TRUE(sink.saw("cuStreamSynchronize failed with CUDA_ERROR_UNKNOWN"));
+  EXPECT_TRUE(sink.saw("cuGraphExecDestroy failed with CUDA_ERROR_UNKNOWN"));
+  EXPECT_TRUE(sink.saw("cuGraphDestroy failed with CUDA_ERROR_UNKNOWN"));
+  EXPECT_TRUE(sink.saw("cgrt_graphs_destroy: capture stream: cuStreamDestroy failed with CUDA_ERROR_UNKNOWN"));
+  EXPECT_TRUE(sink.saw("cgrt_graphs_destroy: replay stream: cuStreamDestroy failed with CUDA_ERROR_UNKNOWN"));
+}
+
+// ---- item 7: no capture left open on the thread ------------------------------------------
+
+// cuStreamEndCapture fails for good: every bucket's capture fails cleanly.
+void fail_end_capture_for_good() {
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuStreamEndCapture";
+  plan.fail_at = 1;
+  plan.sticky = 1;
+  ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
+}
+
+TEST_F(GraphsValidation, CaptureRecoversOnceEndCaptureWorksAgain) {
+  start(1);
+  make_set(0);
+  fail_end_capture_for_good();
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+  EXPECT_NE(std::string(cgrt_last_error()).find("cuStreamEndCapture failed"), std::string::npos) << cgrt_last_error();
+  EXPECT_GE(cgrt_fault_injected(), 2u);  // the end, and ending it again, failed
+  CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // ends the capture left open, then captures
+  cgrt_graphs_stats st = {};
+  st.size = sizeof st;
+  CGRT_ASSERT_OK(cgrt_graphs_get_stats(set, &st));
+  EXPECT_EQ(st.buckets, 3u);
+  step_and_check(3);
+  // The thread is out of capture mode: allocations work.
+  CUdeviceptr p = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.after", 1 << 12, CGRT_DTYPE_U8, &p));
+}
+
+TEST_F(GraphsValidation, ThreadLeavesCaptureModeWhenTheSetIsDestroyed) {
+  start(1);
+  make_set(0);
+  fail_end_capture_for_good();
+  CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+  CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  CUdeviceptr p = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.after", 1 << 12, CGRT_DTYPE_U8, &p));  // cuMemAlloc on this thread
+  CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt));
+  // Everything destroyed; a new runtime on this thread works, capture included.
+  CGRT_ASSERT_OK(cgrt_module_unload(mod));
+  mod = nullptr;
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+  rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  attach_engine();
+  make_set();
+  step_and_check(4);
+}
+
+// ---- item 10: every entry point makes the context current on a new thread ----------------
+
+TEST_F(GraphsValidation, StepOnANewThreadAfterStatsOrRanges) {
+  start();
+  make_set();
+  std::thread([&] {
+    cgrt_graphs_stats st = {};
+    st.size = sizeof st;
+    CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_graphs_get_stats(set, &st));
+    CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, nullptr, 0));
+  }).join();
+  std::thread([&] {
+    CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_graphs_set_ranges(set, nullptr, 0));
+    CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 3, nullptr, 0));
+  }).join();
+  step_and_check(4);
+}
+
+TEST_F(GraphsValidation, EveryGraphAndModuleEntryPointMakesTheContextCurrent) {
+  start();
+  make_set();
+  cgrt_graphs *other = nullptr;
+  cgrt_module *m2 = nullptr;
+  struct Entry {
+    const char *name;
+    std::function<void()> call;
+  };
+  std::vector<Entry> entries = {
+      {"cgrt_graphs_get_stats", [&] {
+         cgrt_graphs_stats s = {};
+         s.size = sizeof s;
+         EXPECT_EQ(cgrt_graphs_get_stats(set, &s), CGRT_SUCCESS);
+       }},
+      {"cgrt_graphs_set_ranges", [&] { EXPECT_EQ(cgrt_graphs_set_ranges(set, nullptr, 0), CGRT_SUCCESS); }},
+      {"cgrt_graphs_stream", [&] { EXPECT_NE(cgrt_graphs_stream(set), nullptr); }},
+      {"cgrt_graphs_bucket_count", [&] { EXPECT_EQ(cgrt_graphs_bucket_count(set), 3u); }},
+      {"cgrt_graphs_get_bucket", [&] {
+         cgrt_bucket_info b = {};
+         b.size = sizeof b;
+         EXPECT_EQ(cgrt_graphs_get_bucket(set, 0, &b), CGRT_SUCCESS);
+       }},
+      {"cgrt_graphs_bucket_rows", [&] { EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, 3), 4); }},
+      {"cgrt_graphs_step", [&] { EXPECT_EQ(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, nullptr, 0), CGRT_SUCCESS); }},
+      {"cgrt_graphs_draft", [&] { EXPECT_EQ(cgrt_graphs_draft(set, 1, nullptr, 0), CGRT_ERROR_NOT_SUPPORTED); }},
+      {"cgrt_graphs_capture", [&] { EXPECT_EQ(cgrt_graphs_capture(set), CGRT_SUCCESS); }},
+      {"cgrt_graphs_recapture", [&] { EXPECT_EQ(cgrt_graphs_recapture(set, CGRT_GRAPH_DECODE, 2), CGRT_SUCCESS); }},
+      {"cgrt_graphs_create", [&] {
+         cgrt_graphs_options o;
+         options(&o);
+         EXPECT_EQ(cgrt_graphs_create(rt, &o, &other), CGRT_SUCCESS);
+       }},
+      {"cgrt_graphs_destroy", [&] { EXPECT_EQ(cgrt_graphs_destroy(other), CGRT_SUCCESS); }},
+      {"cgrt_module_load", [&] { EXPECT_EQ(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m2), CGRT_SUCCESS); }},
+      {"cgrt_module_function", [&] {
+         CUfunction f = nullptr;
+         EXPECT_EQ(cgrt_module_function(m2, "gt_scale", &f), CGRT_SUCCESS);
+       }},
+      {"cgrt_module_unload", [&] { EXPECT_EQ(cgrt_module_unload(m2), CGRT_SUCCESS); }},
+      {"cgrt_launch_kernel", [&] {
+         int n = 4;
+         CUdeviceptr in = buf[IN], out = buf[OUT];
+         float a = 2.0f;
+         void *args[] = {&n, &in, &out, &a};
+         EXPECT_EQ(cgrt_launch_kernel(rt, fn, 1, 1, 1, 128, 1, 1, 0, nullptr, args), CGRT_SUCCESS);
+       }},
+  };
+  for (const Entry &e : entries) EXPECT_TRUE(leaves_context_current(rt, e.call)) << e.name;
+  step_and_check(4);
+}
+
+}  // namespace

@@ -1,0 +1,257 @@
+// Runtime-level contracts that adversarial use broke (issue 14): counter sizes that never
+// wrap, bounded emulated-kernel parameters, messages that say what failed, and every
+// entry point that takes a handle making the runtime's context current. Through the
+// public headers, plus runtime internals to read the current context; on the driver
+// CGRT_DRIVER selects (the emulation in CI, the real driver on an H200), except where a
+// test names the emulation.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgrt/cgrt_fault.h"
+#include "cgrt/cgrt_memory.h"
+#include "cgrt/cgrt_mla.h"
+#include "cgrt/cgrt_module.h"
+#include "cgrt/cgrt_workspace.h"
+#include "runtime/error.h"
+#include "runtime/runtime_internal.h"
+#include "tests/common/test_util.h"
+#include "tests/common/validation_util.h"
+
+namespace {
+
+using cgrt_test::count_of;
+using cgrt_test::leaves_context_current;
+using cgrt_test::request_1d;
+
+// ---- item 4: cgrt_counters_decode_bytes saturates --------------------------------------
+
+TEST(Counters, DecodeBytesSaturatesInsteadOfWrapping) {
+  EXPECT_EQ(cgrt_counters_decode_bytes(16, 128, 132), 8192u);  // round_up(2048, 8) * 4
+  EXPECT_EQ(cgrt_counters_decode_bytes(1, 1, 132), 544u);      // sm_count dominates: 136 * 4
+  EXPECT_EQ(cgrt_counters_decode_bytes(0, 0, 0), 0u);
+  // max_rows * heads overflows.
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX, 2, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes((size_t)1 << 33, (size_t)1 << 33, 132), SIZE_MAX);
+  // The product fits, the byte count does not (it wrapped to 0 before).
+  EXPECT_EQ(cgrt_counters_decode_bytes((size_t)1 << 62, 1, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX / 4, 1, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX - 3, 1, 0), SIZE_MAX);
+  // The largest count that still fits is exact.
+  size_t n = (SIZE_MAX / 4 - 8) / 8 * 8;
+  EXPECT_EQ(cgrt_counters_decode_bytes(n, 1, 0), n * 4);
+  // Monotonic near the edge: no small result for a large input.
+  for (size_t k = 0; k < 64; k++) EXPECT_GE(cgrt_counters_decode_bytes(n + k, 1, 0), n * 4);
+}
+
+TEST(Counters, SaturatedSizeIsRefusedByReserve) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT,
+                     cgrt_counters_reserve(rt, cgrt_counters_decode_bytes(SIZE_MAX, 2, 0)));
+  EXPECT_NE(std::string(cgrt_last_error()).find("2^40"), std::string::npos) << cgrt_last_error();
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- item 5: emulated kernel parameters are bounded -------------------------------------
+
+void store_tag(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
+  int32_t *out = (int32_t *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[0]));
+  *out = *(const int32_t *)(const void *)(p + off[1]);
+}
+
+TEST(EmulatedKernel, RegisterBoundsParameterSizes) {
+  const size_t good[2] = {8, 4};
+  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("validation_store", 2, good, store_tag));
+  struct Bad {
+    std::vector<size_t> sizes;
+    size_t bad_index;
+  } bad[] = {
+      {{8, SIZE_MAX}, 1},                      // the crash of the issue (memcpy of SIZE_MAX)
+      {{SIZE_MAX / 2 + 1, 8}, 0},              // wraps the packed size
+      {{32765}, 0},                            // one parameter above the driver's limit
+      {{8, 32764}, 1},                         // each fits, together they do not
+      {{4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096}, 7},
+      {{8, 0}, 1},
+  };
+  for (const Bad &b : bad) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT,
+                       cgrt_emulated_kernel_register("validation_store", b.sizes.size(), b.sizes.data(), store_tag));
+    std::string msg = cgrt_last_error();
+    EXPECT_NE(msg.find("'validation_store' parameter " + std::to_string(b.bad_index)), std::string::npos) << msg;
+  }
+  const size_t at_limit[2] = {8, 32756};  // 8 + 32756 = 32764: accepted
+  CGRT_EXPECT_STATUS(CGRT_SUCCESS, cgrt_emulated_kernel_register("validation_limit", 2, at_limit, store_tag));
+
+  // The refused registrations replaced nothing: the kernel still runs with {8, 4}.
+  cgrt_runtime *rt = cgrt_test::make_runtime(0, CGRT_DRIVER_EMULATED);
+  ASSERT_NE(rt, nullptr);
+  CUdeviceptr buf = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 0, "validation.store", 4, CGRT_DTYPE_I32, &buf));
+  static const unsigned char image[16] = {1};  // any image loads on the emulation
+  cgrt_module *m = nullptr;
+  CGRT_ASSERT_OK(cgrt_module_load(rt, image, &m));
+  CUfunction f = nullptr;
+  CGRT_ASSERT_OK(cgrt_module_function(m, "validation_store", &f));
+  int32_t tag = 4242;
+  void *args[] = {&buf, &tag};
+  CGRT_ASSERT_OK(cgrt_launch_kernel(rt, f, 1, 1, 1, 1, 1, 1, 0, nullptr, args));
+  int32_t got = 0;
+  CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, &got, buf, sizeof got));
+  EXPECT_EQ(got, tag);
+  CGRT_ASSERT_OK(cgrt_module_unload(m));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- item 6: messages ------------------------------------------------------------------
+
+TEST(Messages, FaultSetWithTooSmallSizeSaysWhy) {
+  cgrt_fault_plan plan = {};
+  plan.size = 8;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_fault_set(&plan));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("cgrt_fault_set"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("size 8"), std::string::npos) << msg;
+}
+
+TEST(Messages, FailedCtxGetCurrentIsNamed) {
+  cgrt_runtime *rt = cgrt_test::make_runtime(1);
+  ASSERT_NE(rt, nullptr);
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuCtxGetCurrent";
+  plan.fail_at = 1;
+  plan.result = 201;  // CUDA_ERROR_INVALID_CONTEXT
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_runtime_synchronize(rt));
+  CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("cuCtxGetCurrent failed with CUDA_ERROR_INVALID_CONTEXT"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("cuCtxSetCurrent"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cgrt_runtime_synchronize"), std::string::npos) << msg;
+  CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// The message helpers themselves (runtime/error.h): what a layer quotes or prefixes is
+// composed apart from the message it reads, and a cut is marked.
+TEST(Messages, QuotingTheCurrentMessageKeepsItWhole) {
+  cgrt__fail(CGRT_ERROR_DRIVER, "inner: cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY (2)");
+  cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "enqueue callback returned %s: %s", "CGRT_ERROR_DRIVER", cgrt_last_error());
+  EXPECT_STREQ(cgrt_last_error(),
+               "enqueue callback returned CGRT_ERROR_DRIVER: inner: cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY (2)");
+  cgrt__error_prefix("capture of decode bucket %d rows failed", 8);
+  EXPECT_STREQ(cgrt_last_error(),
+               "capture of decode bucket 8 rows failed: enqueue callback returned CGRT_ERROR_DRIVER: inner: cuMemAlloc "
+               "failed with CUDA_ERROR_OUT_OF_MEMORY (2)");
+}
+
+TEST(Messages, ALongMessageIsCutVisiblyNeverSilently) {
+  std::string inner(3000, 'x');
+  inner += "TAIL";
+  cgrt__fail(CGRT_ERROR_DRIVER, "%s", inner.c_str());
+  std::string msg = cgrt_last_error();
+  EXPECT_LT(msg.size(), 2048u);
+  EXPECT_NE(msg.find("more bytes cut]"), std::string::npos) << msg.substr(msg.size() - 60);
+  cgrt__fail(CGRT_ERROR_DRIVER, "short inner message");
+  std::string prefix(1500, 'p');
+  for (int i = 0; i < 3; i++) cgrt__error_prefix("%s", prefix.c_str());  // nested context outgrows the buffer
+  msg = cgrt_last_error();
+  EXPECT_LT(msg.size(), 2048u);
+  EXPECT_EQ(msg.compare(0, 1500, prefix), 0);
+  EXPECT_NE(msg.find("more bytes cut]"), std::string::npos);
+  // Quoting the message into itself repeats nothing.
+  cgrt__fail(CGRT_ERROR_DRIVER, "abc");
+  for (int i = 0; i < 3; i++) cgrt__fail(CGRT_ERROR_DRIVER, "outer %d: %s", i, cgrt_last_error());
+  EXPECT_STREQ(cgrt_last_error(), "outer 2: outer 1: outer 0: abc");
+  EXPECT_EQ(count_of(cgrt_last_error(), "abc"), 1u);
+}
+
+// ---- item 10: every entry point that takes a handle makes the context current ---------
+// (graph sets and modules: tests/graphs/validation_test.cc)
+
+void visit_none(void *, int, const char *, size_t, size_t) {}
+
+TEST(Context, EveryRuntimeEntryPointMakesItCurrent) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CUdeviceptr buf = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 0, "validation.ctx", 256, CGRT_DTYPE_U8, &buf));
+  CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 1024));
+  cgrt_mla_options mo;
+  cgrt_mla_options_init(&mo);
+  mo.max_num_seqs = 2;
+  mo.heads = 16;
+  mo.max_model_len = 256;
+  cgrt_mla_plan *plan = nullptr;
+  CGRT_ASSERT_OK(cgrt_mla_plan_create(rt, &mo, &plan));
+  unsigned char host[256] = {};
+
+  struct Entry {
+    const char *name;
+    std::function<void()> call;
+  };
+  std::vector<Entry> entries = {
+      {"cgrt_runtime_get_info", [&] {
+         cgrt_runtime_info i = {};
+         i.size = sizeof i;
+         EXPECT_EQ(cgrt_runtime_get_info(rt, &i), CGRT_SUCCESS);
+       }},
+      {"cgrt_runtime_synchronize", [&] { EXPECT_EQ(cgrt_runtime_synchronize(rt), CGRT_SUCCESS); }},
+      {"cgrt_workspace_request", [&] {
+         CUdeviceptr p = 0;
+         EXPECT_EQ(request_1d(rt, 0, "validation.ctx", 256, CGRT_DTYPE_U8, &p), CGRT_SUCCESS);
+       }},
+      {"cgrt_workspace_is_locked", [&] { EXPECT_EQ(cgrt_workspace_is_locked(rt), 0); }},
+      {"cgrt_workspace_get_stats", [&] {
+         cgrt_workspace_stats s = {};
+         s.size = sizeof s;
+         EXPECT_EQ(cgrt_workspace_get_stats(rt, &s), CGRT_SUCCESS);
+       }},
+      {"cgrt_workspace_visit", [&] { EXPECT_EQ(cgrt_workspace_visit(rt, visit_none, nullptr), CGRT_SUCCESS); }},
+      {"cgrt_workspace_verify", [&] { EXPECT_EQ(cgrt_workspace_verify(rt), CGRT_SUCCESS); }},
+      {"cgrt_counters_reserve", [&] { EXPECT_EQ(cgrt_counters_reserve(rt, 512), CGRT_SUCCESS); }},
+      {"cgrt_counters_get", [&] {
+         CUdeviceptr p = 0;
+         EXPECT_EQ(cgrt_counters_get(rt, &p, nullptr), CGRT_SUCCESS);
+       }},
+      {"cgrt_counters_verify", [&] { EXPECT_EQ(cgrt_counters_verify(rt), CGRT_SUCCESS); }},
+      {"cgrt_memcpy_htod", [&] { EXPECT_EQ(cgrt_memcpy_htod(rt, buf, host, 64), CGRT_SUCCESS); }},
+      {"cgrt_memcpy_dtoh", [&] { EXPECT_EQ(cgrt_memcpy_dtoh(rt, host, buf, 64), CGRT_SUCCESS); }},
+      {"cgrt_memcpy_dtod_async", [&] {
+         EXPECT_EQ(cgrt_memcpy_dtod_async(rt, buf + 128, buf, 64, nullptr), CGRT_SUCCESS);
+       }},
+      {"cgrt_memset_d8", [&] { EXPECT_EQ(cgrt_memset_d8(rt, buf, 0, 64), CGRT_SUCCESS); }},
+      {"cgrt_stream_synchronize", [&] { EXPECT_EQ(cgrt_stream_synchronize(rt, nullptr), CGRT_SUCCESS); }},
+      {"cgrt_mla_plan_get_info", [&] {
+         cgrt_mla_plan_info i = {};
+         i.size = sizeof i;
+         EXPECT_EQ(cgrt_mla_plan_get_info(plan, &i), CGRT_SUCCESS);
+       }},
+      {"cgrt_mla_decode", [&] {  // enters before it looks at its arguments
+         EXPECT_EQ(cgrt_mla_decode(plan, nullptr, nullptr), CGRT_ERROR_INVALID_ARGUMENT);
+       }},
+      {"cgrt_mla_plan_create", [&] {
+         cgrt_mla_plan *second = nullptr;
+         EXPECT_EQ(cgrt_mla_plan_create(rt, &mo, &second), CGRT_SUCCESS);
+         cgrt_mla_plan_destroy(second);
+       }},
+      {"cgrt_mla_plan_destroy", [&] {
+         cgrt_mla_plan_destroy(plan);
+         plan = nullptr;
+       }},
+  };
+  for (const Entry &e : entries) EXPECT_TRUE(leaves_context_current(rt, e.call)) << e.name;
+  // cgrt_workspace_lock last: it freezes the reservations the calls above grow.
+  EXPECT_TRUE(leaves_context_current(rt, [&] { EXPECT_EQ(cgrt_workspace_lock(rt), CGRT_SUCCESS); }))
+      << "cgrt_workspace_lock";
+  if (plan) cgrt_mla_plan_destroy(plan);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+}  // namespace
