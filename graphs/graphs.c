@@ -124,7 +124,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   st = validate(options);
   if (st != CGRT_SUCCESS) return st;
 
-  cgrt_graphs *set = (cgrt_graphs *)calloc(1, sizeof(cgrt_graphs));
+  cgrt_graphs *set = (cgrt_graphs *)cgrt__handle_alloc(sizeof(cgrt_graphs));
   if (set == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
   set->rt = rt;
   set->drv = rt->drv;
@@ -149,7 +149,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   if (!set->bufs || !set->current || !set->cur_bytes || !set->copy_bind || !set->move_log ||
       !set->rt_ranges || (options->capture_sizes && options->num_capture_sizes && !sizes)) {
     free(sizes);
-    cgrt_graphs_destroy(set);
+    graphs_free(set); /* not registered yet */
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
   }
   set->o.capture_sizes = sizes;
@@ -159,7 +159,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     set->current[i] = options->buffers[i].ptr;
     set->cur_bytes[i] = options->buffers[i].bytes;
     if (set->bufs[i].name == NULL) {
-      cgrt_graphs_destroy(set);
+      graphs_free(set); /* not registered yet */
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
     }
   }
@@ -179,7 +179,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
                       "cgrt_graphs_create: zeroing the WHILE draft loop's state");
     }
     if (st != CGRT_SUCCESS) {
-      cgrt_graphs_destroy(set);
+      graphs_free(set); /* not registered yet */
       return st;
     }
   }
@@ -250,7 +250,7 @@ static void graphs_free(cgrt_graphs *set) {
   for (int m = 0; m < 4; m++) free(set->lut[m]);
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
-  free(set);
+  cgrt__handle_free(set);
 }
 
 static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {

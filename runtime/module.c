@@ -36,17 +36,17 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
   if (st != CGRT_SUCCESS) return st;
   if (image == NULL || out == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_load: image or out is NULL");
-  cgrt_module *m = (cgrt_module *)calloc(1, sizeof(*m));
+  cgrt_module *m = (cgrt_module *)cgrt__handle_alloc(sizeof(*m));
   if (m == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load");
   CUresult r = rt->drv->cuModuleLoadData(&m->mod, image);
   if (r != CUDA_SUCCESS) {
-    free(m);
+    cgrt__handle_free(m);
     return cgrt__fail_cu(module_status(r), r, "cuModuleLoadData", "cgrt_module_load");
   }
   m->rt = rt;
   if (cgrt__handle_add(m, CGRT__HANDLE_MODULE) != 0) {
     rt->drv->cuModuleUnload(m->mod);
-    free(m);
+    cgrt__handle_free(m);
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load: the live-handle table is full");
   }
   *out = m;
@@ -64,7 +64,7 @@ cgrt_status cgrt_module_unload(cgrt_module *m) {
     CUresult r = m->rt->drv->cuModuleUnload(m->mod);
     if (r != CUDA_SUCCESS) st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuModuleUnload", "cgrt_module_unload");
   }
-  free(m);
+  cgrt__handle_free(m);
   return st;
 }
 

@@ -171,10 +171,10 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
   cgrt_status st = select_driver(&o, &base, &kind);
   if (st) return st;
 
-  cgrt_runtime *rt = calloc(1, sizeof *rt);
+  cgrt_runtime *rt = cgrt__handle_alloc(sizeof *rt);
   if (!rt) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_runtime_create: out of host memory");
   if (pthread_mutex_init(&rt->mu, NULL) != 0) {
-    free(rt);
+    cgrt__handle_free(rt);
     return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_runtime_create: pthread_mutex_init failed");
   }
   rt->drv = o.fault_injection ? cgrt__driver_fault(base) : base;
@@ -285,7 +285,7 @@ fail:
   while (rt->module_count > 0) d->cuModuleUnload(rt->modules[--rt->module_count]);
   if (retained) d->cuDevicePrimaryCtxRelease(rt->dev);
   pthread_mutex_destroy(&rt->mu);
-  free(rt);
+  cgrt__handle_free(rt);
   return st;
 }
 
@@ -334,7 +334,7 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
     cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuDevicePrimaryCtxRelease failed with %s",
               cgrt__curesult_name(r));
   pthread_mutex_destroy(&rt->mu);
-  free(rt);
+  cgrt__handle_free(rt);
   return CGRT_SUCCESS;
 }
 
