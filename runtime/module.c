@@ -13,10 +13,15 @@
 _Static_assert(sizeof(cgrt_emulated_launch) == sizeof(cgrt__ref_launch), "launch layout");
 _Static_assert(CGRT_EMULATED_MAX_PARAMS <= CGRT__REF_MAX_PARAMS, "parameter count");
 
+/* A child of its runtime: cgrt_runtime_destroy unloads a module still loaded, and its
+ * handle is no longer live (CGRT_ERROR_INVALID_HANDLE from then on). */
 struct cgrt_module {
   cgrt_runtime *rt;
   CUmodule mod;
+  cgrt__child child;
 };
+
+static void destroy_child(void *obj) { cgrt_module_unload((cgrt_module *)obj); } /* runtime teardown */
 
 static cgrt_status module_status(CUresult r) {
   switch (r) {
@@ -49,6 +54,10 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
     cgrt__handle_free(m);
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load: the live-handle table is full");
   }
+  m->child.destroy = destroy_child;
+  m->child.obj = m;
+  m->child.kind = "module";
+  cgrt__runtime_attach(rt, &m->child);
   *out = m;
   return CGRT_SUCCESS;
 }
@@ -58,12 +67,14 @@ cgrt_status cgrt_module_unload(cgrt_module *m) {
   if (!cgrt__handle_remove(m, CGRT__HANDLE_MODULE))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_unload: %p is not a live module (unloaded twice?)",
                       (void *)m);
-  cgrt_status st = CGRT_SUCCESS;
-  if (cgrt__runtime_is_live(m->rt)) {
-    m->rt->drv->cuCtxSetCurrent(m->rt->ctx);
-    CUresult r = m->rt->drv->cuModuleUnload(m->mod);
+  /* A live module's runtime is live: runtime teardown unloads its modules first. */
+  cgrt_runtime *rt = m->rt;
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_module_unload");
+  if (st == CGRT_SUCCESS) {
+    CUresult r = rt->drv->cuModuleUnload(m->mod);
     if (r != CUDA_SUCCESS) st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuModuleUnload", "cgrt_module_unload");
   }
+  cgrt__runtime_detach(rt, &m->child);
   cgrt__handle_free(m);
   return st;
 }
@@ -73,6 +84,8 @@ cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *o
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_function: %p is not a live module", (void *)m);
   if (name == NULL || out == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out");
+  cgrt_status st = cgrt__runtime_enter(m->rt, "cgrt_module_function");
+  if (st != CGRT_SUCCESS) return st;
   CUresult r = m->rt->drv->cuModuleGetFunction(out, m->mod, name);
   if (r == CUDA_ERROR_NOT_FOUND)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: no kernel '%s' in the module%s", name,
