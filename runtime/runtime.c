@@ -327,6 +327,7 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
   if (r != CUDA_SUCCESS)
     cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuCtxSynchronize failed with %s", cgrt__curesult_name(r));
   cgrt__workspace_release_all(rt);
+  cgrt__device_memory_release_all(rt);
   while (rt->module_count > 0)
     if ((r = d->cuModuleUnload(rt->modules[--rt->module_count])) != CUDA_SUCCESS)
       cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: cuModuleUnload failed with %s", cgrt__curesult_name(r));
