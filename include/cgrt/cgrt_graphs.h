@@ -347,7 +347,7 @@ typedef struct cgrt_graphs_stats {
   size_t buckets;              /* captured graphs (draft loops included) */
   size_t nodes;                /* nodes over all captured graphs */
   double capture_seconds;      /* capture + instantiate + upload, all buckets */
-  size_t graph_memory_bytes;   /* cuMemGetInfo deltas over the captures (>= 0) */
+  size_t graph_memory_bytes;   /* sum of cgrt_bucket_info.memory_bytes over captured buckets */
   uint64_t draft_while_loops;  /* draft loops run as a WHILE graph (also in draft_loops) */
   int draft_while_available;   /* 1 when at least one WHILE draft graph is captured */
   uint64_t device_patches;     /* device_patch: launches that delivered moved buffers via the mailbox */
@@ -367,6 +367,15 @@ typedef struct cgrt_bucket_info {
   size_t nodes;          /* WHILE graphs: top-level nodes and body nodes */
   size_t patch_sites;    /* indexed (node, parameter) sites pointing into buffers */
   double capture_seconds, instantiate_seconds;
+  /* Graph memory the driver attributes to this bucket: the bytes its graph memory nodes
+   * (allocations captured from cuMemAllocAsync / cudaMallocAsync) hold once instantiated
+   * and uploaded, read as the change of
+   * cuDeviceGetGraphMemAttribute(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) across the bucket's
+   * capture, instantiation and upload (a device-wide count: graphs with memory nodes
+   * instantiated meanwhile by other threads would be counted too; 0 when the driver
+   * cannot tell). 0 for a graph without memory nodes. Not included: the driver's own
+   * storage for the executable (no driver API reports it) and cgrt's per-bucket
+   * allocations (device_patch's site table and mailbox). */
   size_t memory_bytes;
   uint64_t replays;
   int draft_while;       /* 1 for a draft loop as a conditional WHILE node */
