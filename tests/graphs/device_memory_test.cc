@@ -118,12 +118,10 @@ TEST_F(GraphsTest, RegisteredHostMemoryIsUsableOnTheEmulation) {
   for (int i = 0; i < 64; i++) src[i] = (float)i;
   CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, hin, src.data(), 256));  // passes the emulation's range checks
   CGRT_ASSERT_OK(cgrt_memset_d8(rt, hout, 0xff, 256));
-  size_t sizes[4] = {4, 8, 8, 4};
-  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
   cgrt_module *m = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m));
   CUfunction f = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_function(m, "gt_scale", &f));
+  load_gt_scale(&m, &f);
+  ASSERT_NE(f, nullptr);
   int n = 64;
   CUdeviceptr pin = hin, pout = hout;
   float a = 3.0f;

@@ -99,6 +99,16 @@ class GraphsTest : public ::testing::Test {
     }
     return to;
   }
+  // The test fatbin through the module API, with gt_scale's C reference registered for
+  // the emulation: *m (to unload) and *f; both null after a recorded failure.
+  void load_gt_scale(cgrt_module **m, CUfunction *f) {
+    *m = nullptr;
+    *f = nullptr;
+    size_t sizes[4] = {4, 8, 8, 4};
+    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
+    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, m));
+    CGRT_ASSERT_OK(cgrt_module_function(*m, "gt_scale", f));
+  }
   // A runtime, the synthetic engine, a captured default set and cur = the a-side buffers.
   void start_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
     start();

@@ -27,12 +27,10 @@ TEST_F(GraphsTest, InvalidArguments) {
 
 TEST_F(GraphsTest, ModuleApiLoadsAndLaunchesAHostKernel) {
   start();
-  size_t sizes[4] = {4, 8, 8, 4};
-  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
   cgrt_module *m = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m));
   CUfunction f = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_function(m, "gt_scale", &f));
+  load_gt_scale(&m, &f);
+  ASSERT_NE(f, nullptr);
   CUfunction none = nullptr;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_module_function(m, "no_such_kernel", &none));
   std::vector<float> in(64), out(64);
@@ -81,31 +79,22 @@ TEST_F(GraphsTest, DestroyedSetIsRejected) {
   EXPECT_EQ(cgrt_graphs_bucket_count(dead), 0u);
 }
 
-static std::vector<std::string> g_warnings;
-static void warn_sink(void *, cgrt_log_level level, const char *m) {
-  if (level == CGRT_LOG_WARN) g_warnings.push_back(m);
-}
-
 // Issue 14, item 3: a module whose runtime was destroyed is no longer live (the runtime
 // unloads it with a warning); nothing reads freed memory.
 TEST_F(GraphsTest, ModuleOutlivingItsRuntimeIsNoLongerLive) {
   start();
-  size_t sizes[4] = {4, 8, 8, 4};
-  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
   cgrt_module *m = nullptr, *kept = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m));
+  CUfunction f = nullptr;
+  load_gt_scale(&m, &f);
+  ASSERT_NE(f, nullptr);
   CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &kept));
   CGRT_ASSERT_OK(cgrt_module_unload(kept));  // unloaded before: no warning for it
   eng.destroy();
-  g_warnings.clear();
-  cgrt_set_log_callback(warn_sink, nullptr, CGRT_LOG_WARN);
-  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
-  cgrt_set_log_callback(nullptr, nullptr, CGRT_LOG_ERROR);
+  EXPECT_EQ(cgrt_test::warnings_containing("destroying a module",
+                                           [&] { EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS); }),
+            1u);
   rt = nullptr;
-  size_t said = 0;
-  for (const auto &w : g_warnings) said += w.find("destroying a module") != std::string::npos;
-  EXPECT_EQ(said, 1u);
-  CUfunction f = nullptr;
+  f = nullptr;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_function(m, "gt_scale", &f));
   EXPECT_EQ(f, nullptr);
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_unload(m));
