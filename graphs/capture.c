@@ -176,8 +176,11 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
                   "warm-up before capture");
     if (st != CGRT_SUCCESS) return st;
   }
-  size_t free0 = 0, free1 = 0, total = 0;
-  if (drv->cuMemGetInfo(&free0, &total) != CUDA_SUCCESS) free0 = 0;
+  /* Graph memory the driver attributes to this bucket: what its memory nodes hold once
+   * instantiated and uploaded (the device-wide count's change; 0 when unknown). */
+  cuuint64_t used0 = 0, used1 = 0;
+  int have_used = drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used0) ==
+                  CUDA_SUCCESS;
   double t0 = gx_now();
   CUgraph g = NULL, body = NULL;
   st = gx_capture_graph(set, e, &g, &body);
@@ -219,10 +222,12 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
     cgrt__error_prefix("device patch table of %s bucket %d rows", gx_mode_name(e), e->rows);
     return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
   }
-  if (drv->cuMemGetInfo(&free1, &total) != CUDA_SUCCESS) free1 = free0;
+  if (!have_used ||
+      drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used1) != CUDA_SUCCESS)
+    used1 = used0;
   e->capture_s = t1 - t0;
   e->instantiate_s = t2 - t1;
-  e->memory_bytes = free0 > free1 ? free0 - free1 : 0;
+  e->memory_bytes = used1 > used0 ? (size_t)(used1 - used0) : 0;
   e->captured = 1;
   e->replays = 0;
   cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %s bucket %d rows: %zu nodes, %zu patch sites%s, "

@@ -1,61 +1,190 @@
-/* Checked replay: before launch every pointer of every node must lie inside a live
- * allocation known to cgrt; after launch the multi-CTA counters must be back at zero. */
+/* Checked replay: before anything is patched or launched, every pointer of every node
+ * must lie inside a live allocation known to cgrt -- and still be the allocation it was
+ * when it became known (identities that are never reused: the driver's buffer ids, and
+ * the registry's own for cgrt's allocations); after launch the multi-CTA counters must be
+ * back at zero.
+ *
+ * What is known: the set's buffers at their current addresses (the driver's buffer id of
+ * their allocation recorded when the address became current: at create or by a binding),
+ * the runtime's buffer registry (workspaces, counters, cgrt_mem_alloc, registered
+ * memory), the ranges declared with cgrt_graphs_set_ranges, and the set's own memory.
+ * Memory cgrt does not free itself (buffers, registered and declared ranges) is asked of
+ * the driver again, once per range per checked step. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graphs/graphs_internal.h"
 
-static int live(const cgrt_graphs *set, const cgrt__alloc_range *rr, size_t nrr, CUdeviceptr v) {
-  if (gx_find_buffer(set, set->current, v) >= 0 || gx_set_owned(set, v)) return 1;
-  for (size_t i = 0; i < nrr; i++)
-    if (v >= rr[i].base && v - rr[i].base < rr[i].bytes) return 1;
+cgrt_status gx_ranges_refresh(cgrt_graphs *set) {
+  for (;;) {
+    size_t n = cgrt__buffers_snapshot(set->rt, set->rt_ranges, set->rt_cap, NULL);
+    if (n <= set->rt_cap) {
+      set->nrt = n;
+      return CGRT_SUCCESS;
+    }
+    size_t cap = 2 * n;
+    cgrt__alloc_range *r = (cgrt__alloc_range *)realloc(set->rt_ranges, cap * sizeof(*r));
+    if (r != NULL) set->rt_ranges = r;
+    unsigned char *seen = (unsigned char *)realloc(set->rt_seen, cap);
+    if (seen != NULL) set->rt_seen = seen;
+    if (r == NULL || seen == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: buffer registry copy");
+    set->rt_cap = cap;
+  }
+}
+
+static long find_declared(const cgrt_graphs *set, CUdeviceptr v) {
   for (size_t i = 0; i < set->nranges; i++)
-    if (v >= set->ranges[i].base && v - set->ranges[i].base < set->ranges[i].bytes) return 1;
-  return 0;
+    if (v >= set->ranges[i].base && v - set->ranges[i].base < set->ranges[i].bytes) return (long)i;
+  return -1;
+}
+
+uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v) {
+  if (gx_set_owned(set, v)) return 0;
+  long i = cgrt__ranges_find(set->rt_ranges, set->nrt, v);
+  if (i >= 0) return set->rt_ranges[i].id;
+  i = find_declared(set, v);
+  return i >= 0 ? set->range_key[i] : 0;
+}
+
+void gx_key_buffer(cgrt_graphs *set, size_t b) {
+  uint64_t id = 0;
+  if (cgrt__buffer_id(set->drv, set->current[b], set->cur_bytes[b], &id) != CUDA_SUCCESS) id = 0;
+  set->cur_key[b] = id;
+}
+
+/* Why a buffer's allocation is not the one it was bound to (r: the driver's answer). */
+static const char *why(CUresult r) {
+  if (r == CUDA_ERROR_INVALID_VALUE) return "its allocation was freed";
+  if (r == CUDA_ERROR_NOT_FOUND) return "it runs past the end of its allocation";
+  if (r != CUDA_SUCCESS) return "the driver cannot confirm its allocation";
+  return "its allocation was freed and the address reused by another allocation";
+}
+
+cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
+  for (size_t b = 0; b < set->nbuf; b++) {
+    if (e != NULL && e->site_start[b + 1] == e->site_start[b]) continue; /* nothing points into it */
+    const CUdeviceptr a = set->current[b];
+    if (set->cur_key[b] == 0)
+      return cgrt__fail(CGRT_ERROR_STALE_POINTER,
+                        "checked replay: buffer '%s' is at 0x%" PRIx64 ", which was not inside a live device "
+                        "allocation of %zu bytes when it was bound; nothing launched",
+                        set->bufs[b].name, (uint64_t)a, set->cur_bytes[b]);
+    uint64_t id = 0;
+    CUresult r = cgrt__buffer_id(set->drv, a, 0, &id);
+    if (r != CUDA_SUCCESS || id != set->cur_key[b])
+      return cgrt__fail(CGRT_ERROR_STALE_POINTER,
+                        "checked replay: buffer '%s' at 0x%" PRIx64 ": %s (buffer id %" PRIu64 " when bound, %" PRIu64
+                        " now); nothing launched",
+                        set->bufs[b].name, (uint64_t)a, why(r), set->cur_key[b],
+                        r == CUDA_SUCCESS ? id : 0);
+  }
+  if (set->o.replay_mode != CGRT_REPLAY_COPY_IN) return CGRT_SUCCESS;
+  for (size_t b = 0; b < set->nbuf; b++) {
+    const cgrt_binding *bd = set->copy_bind[b];
+    if (bd == NULL) continue;
+    uint64_t id = 0;
+    size_t n = bd->bytes ? bd->bytes : set->bufs[b].bytes;
+    CUresult r = cgrt__buffer_id(set->drv, bd->ptr, n, &id);
+    if (r != CUDA_SUCCESS)
+      return cgrt__fail(CGRT_ERROR_STALE_POINTER,
+                        "checked replay: copy-in binding of '%s' at 0x%" PRIx64 " (%zu bytes) is not inside a live "
+                        "device allocation (%s); nothing launched",
+                        set->bufs[b].name, (uint64_t)bd->ptr, n, cgrt__curesult_name(r));
+  }
+  return CGRT_SUCCESS;
+}
+
+/* 1 when the external range's allocation still has the identity it had (asked of the
+ * driver once per checked step). */
+static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, uint64_t key) {
+  if (*seen == 0) {
+    uint64_t id = 0;
+    *seen = cgrt__buffer_id(set->drv, base, 0, &id) == CUDA_SUCCESS && id == key ? 1 : 2;
+  }
+  return *seen == 1;
+}
+
+/* Checks one pointer v of kind `kind` (identity `key` at index time); 0 when it is fine,
+ * else writes the reason. */
+static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, const char **reason) {
+  if (kind == GX_PTR_NONE || kind == GX_PTR_BUFFER || gx_set_owned(set, v)) return 0;
+  long i = cgrt__ranges_find(set->rt_ranges, set->nrt, v);
+  if (i >= 0) {
+    const cgrt__alloc_range *r = &set->rt_ranges[i];
+    if (kind == GX_PTR_KNOWN && r->id != key) {
+      *reason = "its allocation was freed and the address reused by another allocation";
+      return 1;
+    }
+    if (r->kind == CGRT__RANGE_REGISTERED && !still_there(set, &set->rt_seen[i], r->base, r->id)) {
+      *reason = "its registered range's allocation was freed (cgrt_mem_unregister was not called)";
+      return 1;
+    }
+    return 0;
+  }
+  i = find_declared(set, v);
+  if (i >= 0) {
+    if ((kind == GX_PTR_KNOWN && set->range_key[i] != key) ||
+        !still_there(set, &set->range_seen[i], set->ranges[i].base, set->range_key[i])) {
+      *reason = "its declared range's allocation was freed";
+      return 1;
+    }
+    return 0;
+  }
+  if (kind == GX_PTR_UNKNOWN) {
+    int b = gx_find_buffer(set, set->current, v); /* a buffer moved onto it since */
+    if (b >= 0 && set->cur_key[b] != 0) {
+      uint64_t id = 0;
+      if (cgrt__buffer_id(set->drv, set->current[b], 0, &id) == CUDA_SUCCESS && id == set->cur_key[b]) return 0;
+    }
+  }
+  *reason = kind == GX_PTR_KNOWN ? "its allocation was freed" : "it lies inside no known live allocation";
+  return 1;
 }
 
 static const char *kind_name(uint8_t kind) {
   switch (kind) {
     case GX_PTR_BUFFER: return "inside a registered buffer";
-    case GX_PTR_KNOWN: return "inside a cgrt allocation or a declared range";
+    case GX_PTR_KNOWN: return "inside a cgrt allocation, a registered or a declared range";
     default: return "inside no known allocation";
   }
 }
 
 cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e) {
-  size_t nrr = cgrt__runtime_ranges(set->rt, set->rt_ranges, set->rt_cap);
-  if (nrr > set->rt_cap) nrr = set->rt_cap;
-  const cgrt__alloc_range *rr = set->rt_ranges;
+  cgrt_status st = gx_ranges_refresh(set);
+  if (st != CGRT_SUCCESS) return st;
+  memset(set->rt_seen, 0, set->nrt);
+  if (set->nranges) memset(set->range_seen, 0, set->nranges);
+  const char *reason = "";
   for (size_t i = 0; i < e->nk; i++) {
     const gx_knode *k = &e->knodes[i];
     for (uint32_t p = 0; p < k->nparams; p++) {
-      if (k->ptrkind[p] == GX_PTR_NONE) continue;
+      if (k->ptrkind[p] == GX_PTR_NONE) continue; /* not 8 bytes, a handle or no pointer */
       uint64_t v;
       memcpy(&v, k->args + k->offsets[p], 8);
-      if (live(set, rr, nrr, v)) continue;
+      if (!stale(set, k->ptrkind[p], k->ptrkey ? k->ptrkey[p] : 0, v, &reason)) continue;
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: %s bucket %d rows, kernel node %zu (kernel '%s'), "
-                        "parameter %u (offset %u) = 0x%" PRIx64
-                        " points outside every live allocation (at capture it was %s); nothing launched",
-                        e->draft ? "draft" : (e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode"), e->rows, i,
-                        k->name ? k->name : "?", p, k->offsets[p], v, kind_name(k->ptrkind[p]));
+                        "parameter %u (offset %u) = 0x%" PRIx64 ": %s (at capture it was %s); nothing launched",
+                        gx_mode_name(e), e->rows, i, k->name ? k->name : "?", p, k->offsets[p], v, reason,
+                        kind_name(k->ptrkind[p]));
     }
   }
   for (size_t i = 0; i < e->nm; i++) {
     const gx_mnode *m = &e->mnodes[i];
     CUdeviceptr ptrs[2] = {m->is_memset ? m->ms.dst : m->cp.dstDevice, m->cp.srcDevice};
     uint8_t kinds[2] = {m->dst_kind, m->is_memset ? (uint8_t)GX_PTR_NONE : m->src_kind};
+    uint64_t keys[2] = {m->dst_key, m->src_key};
     for (int j = 0; j < 2; j++) {
-      if (kinds[j] == GX_PTR_NONE || live(set, rr, nrr, ptrs[j])) continue;
+      if (!stale(set, kinds[j], keys[j], ptrs[j], &reason)) continue;
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: %s bucket %d rows, %s node %zu, %s = 0x%" PRIx64
-                        " points outside every live allocation (at capture it was %s); nothing launched",
-                        e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode", e->rows,
-                        m->is_memset ? "memset" : "memcpy", i, j ? "source" : "destination",
-                        (uint64_t)ptrs[j], kind_name(kinds[j]));
+                        ": %s (at capture it was %s); nothing launched",
+                        gx_mode_name(e), e->rows, m->is_memset ? "memset" : "memcpy", i,
+                        j ? "source" : "destination", (uint64_t)ptrs[j], reason, kind_name(kinds[j]));
     }
   }
   return CGRT_SUCCESS;

@@ -148,7 +148,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   st = validate(options);
   if (st != CGRT_SUCCESS) return st;
 
-  cgrt_graphs *set = (cgrt_graphs *)calloc(1, sizeof(cgrt_graphs));
+  cgrt_graphs *set = (cgrt_graphs *)cgrt__handle_alloc(sizeof(cgrt_graphs));
   if (set == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
   set->rt = rt;
   set->drv = rt->drv;
@@ -163,17 +163,20 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
   set->cur_bytes = (size_t *)calloc(nb ? nb : 1, sizeof(size_t));
   set->copy_bind = (const cgrt_binding **)calloc(nb ? nb : 1, sizeof(cgrt_binding *));
   set->move_log = (uint32_t *)calloc(GX_MOVE_LOG, sizeof(uint32_t));
-  set->rt_cap = 256;
+  set->rt_cap = 64;
   set->rt_ranges = (cgrt__alloc_range *)calloc(set->rt_cap, sizeof(cgrt__alloc_range));
+  set->rt_seen = (unsigned char *)calloc(set->rt_cap, 1);
+  set->cur_key = (uint64_t *)calloc(nb ? nb : 1, sizeof(uint64_t));
   int *sizes = NULL;
   if (options->capture_sizes != NULL && options->num_capture_sizes > 0) {
     sizes = (int *)malloc(options->num_capture_sizes * sizeof(int));
     if (sizes) memcpy(sizes, options->capture_sizes, options->num_capture_sizes * sizeof(int));
   }
   if (!set->bufs || !set->current || !set->cur_bytes || !set->copy_bind || !set->move_log ||
-      !set->rt_ranges || (options->capture_sizes && options->num_capture_sizes && !sizes)) {
+      !set->rt_ranges || !set->rt_seen || !set->cur_key ||
+      (options->capture_sizes && options->num_capture_sizes && !sizes)) {
     free(sizes);
-    cgrt_graphs_destroy(set);
+    graphs_free(set); /* not registered yet */
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
   }
   set->o.capture_sizes = sizes;
@@ -183,9 +186,10 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     set->current[i] = options->buffers[i].ptr;
     set->cur_bytes[i] = options->buffers[i].bytes;
     if (set->bufs[i].name == NULL) {
-      cgrt_graphs_destroy(set);
+      graphs_free(set); /* not registered yet */
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
     }
+    if (set->o.checked_replay) gx_key_buffer(set, i);
   }
   if (set->o.meta.enabled) {
     st = cgrt__runtime_function(rt, "cgrt_graph_meta_prepare", &set->f_prepare);
@@ -203,7 +207,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
                       "cgrt_graphs_create: zeroing the WHILE draft loop's state");
     }
     if (st != CGRT_SUCCESS) {
-      cgrt_graphs_destroy(set);
+      graphs_free(set); /* not registered yet */
       return st;
     }
   }
@@ -270,6 +274,10 @@ static void graphs_free(cgrt_graphs *set) {
   for (size_t i = 0; i < set->nbuf; i++) free((void *)set->bufs[i].name);
   for (size_t i = 0; i < set->nranges; i++) free((void *)set->ranges[i].what);
   free(set->ranges);
+  free(set->range_key);
+  free(set->range_seen);
+  free(set->rt_seen);
+  free(set->cur_key);
   free(set->bufs);
   free(set->current);
   free(set->cur_bytes);
@@ -280,7 +288,7 @@ static void graphs_free(cgrt_graphs *set) {
   for (int m = 0; m < 4; m++) free(set->lut[m]);
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
-  free(set);
+  cgrt__handle_free(set);
 }
 
 static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
@@ -352,6 +360,13 @@ cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int ro
   return st;
 }
 
+static void free_ranges(cgrt_range *r, size_t n, uint64_t *key, unsigned char *seen) {
+  for (size_t i = 0; i < n; i++) free((void *)r[i].what);
+  free(r);
+  free(key);
+  free(seen);
+}
+
 cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_set_ranges");
   if (st != CGRT_SUCCESS) return st;
@@ -364,24 +379,42 @@ cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, s
                         "base and size and must end at or below 2^64",
                         i, ranges[i].what ? ranges[i].what : "", (unsigned long long)ranges[i].base, ranges[i].bytes);
   cgrt_range *copy = (cgrt_range *)calloc(count ? count : 1, sizeof(cgrt_range));
-  if (copy == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
+  uint64_t *key = (uint64_t *)calloc(count ? count : 1, sizeof(uint64_t));
+  unsigned char *seen = (unsigned char *)calloc(count ? count : 1, 1);
+  if (copy == NULL || key == NULL || seen == NULL) {
+    free_ranges(copy, 0, key, seen);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
+  }
   for (size_t i = 0; i < count; i++) {
     copy[i] = ranges[i];
     copy[i].what = strdup(ranges[i].what ? ranges[i].what : "");
     if (copy[i].what == NULL) {
-      for (size_t j = 0; j < i; j++) free((void *)copy[j].what);
-      free(copy);
+      free_ranges(copy, i, key, seen);
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_set_ranges");
+    }
+    /* The identity of the range's allocation now: checked replay compares it. */
+    CUresult r = cgrt__buffer_id(set->drv, ranges[i].base, ranges[i].bytes, &key[i]);
+    if (r != CUDA_SUCCESS) {
+      free_ranges(copy, i + 1, key, seen);
+      if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_FOUND)
+        return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                          "cgrt_graphs_set_ranges: range %zu ('%s', 0x%llx, %zu bytes) is not inside one live device "
+                          "allocation", i, ranges[i].what ? ranges[i].what : "", (unsigned long long)ranges[i].base,
+                          ranges[i].bytes);
+      return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuPointerGetAttribute", "cgrt_graphs_set_ranges");
     }
   }
   pthread_mutex_lock(&set->mu);
   cgrt_range *old = set->ranges;
+  uint64_t *old_key = set->range_key;
+  unsigned char *old_seen = set->range_seen;
   size_t nold = set->nranges;
   set->ranges = copy;
+  set->range_key = key;
+  set->range_seen = seen;
   set->nranges = count;
   pthread_mutex_unlock(&set->mu);
-  for (size_t i = 0; i < nold; i++) free((void *)old[i].what);
-  free(old);
+  free_ranges(old, nold, old_key, old_seen);
   return CGRT_SUCCESS;
 }
 

@@ -53,6 +53,8 @@ typedef struct gx_knode {
   uint32_t *sizes;
   uint8_t *ptrkind;          /* GX_PTR_* per parameter */
   int32_t *ptrbuf;           /* buffer id for GX_PTR_BUFFER, else -1 */
+  uint64_t *ptrkey;          /* checked replay: identity of the range a GX_PTR_KNOWN parameter
+                                pointed into at index time (see gx_range_key); else NULL */
   const char *name;          /* kernel name (driver-owned) or NULL */
   int dirty;
   int in_body;               /* inside a conditional body (WHILE draft loops) */
@@ -66,6 +68,7 @@ typedef struct gx_mnode {
   CUDA_MEMCPY3D cp;
   CUDA_MEMSET_NODE_PARAMS ms;
   uint8_t src_kind, dst_kind; /* GX_PTR_* */
+  uint64_t src_key, dst_key;  /* checked replay: as gx_knode.ptrkey */
   int dirty;
   int in_body;
 } gx_mnode;
@@ -147,9 +150,15 @@ struct cgrt_graphs {
   int flush_in_body;        /* 1 when that node lies in a conditional body */
 
   cgrt_range *ranges; /* host-declared, names owned */
+  uint64_t *range_key; /* [nranges]: driver buffer id of each range's allocation when declared */
   size_t nranges;
-  cgrt__alloc_range *rt_ranges; /* scratch for checked replay */
-  size_t rt_cap;
+  cgrt__alloc_range *rt_ranges; /* scratch: the runtime's buffer registry (index, checked replay) */
+  size_t rt_cap, nrt;
+  unsigned char *rt_seen, *range_seen; /* checked replay: per-step verdicts on external ranges */
+  /* checked replay: identity (driver buffer id) of the allocation that held current[b]
+   * (all of its bytes) when that address became current, at create or by a binding; 0
+   * when the driver knew no such allocation. */
+  uint64_t *cur_key;
 
   int dcp_logged;
   cgrt_graphs_stats st;
@@ -218,7 +227,22 @@ cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm)
 /* Clears dirty marks without issuing updates (after cuGraphExecUpdate). */
 void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm);
 
-/* checked.c */
+/* checked.c: checked replay (options.checked_replay). */
+/* Reads the runtime's buffer registry into set->rt_ranges / set->nrt (grows the scratch). */
+cgrt_status gx_ranges_refresh(cgrt_graphs *set);
+/* Identity of the known range holding v for the parameter index (registry ranges first,
+ * then declared ranges; 0 for the set's own memory or nothing). */
+uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v);
+/* Records cur_key[b] for the address current[b] now has (driver calls). */
+void gx_key_buffer(cgrt_graphs *set, size_t b);
+/* Before anything is patched or launched: every buffer e points into (e NULL: every
+ * buffer) is still the allocation it was when its address became current, and every
+ * copy-in binding of this step lies inside a live allocation. CGRT_ERROR_STALE_POINTER
+ * otherwise (message names the buffer). */
+cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e);
+/* After patching the host copies, before any node update or launch: every other pointer
+ * of every node (GX_PTR_KNOWN / GX_PTR_UNKNOWN) lies inside a live known range with the
+ * identity it had at index time. */
 cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e);
 cgrt_status gx_check_after(cgrt_graphs *set);
 

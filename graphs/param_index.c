@@ -18,12 +18,6 @@ int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr 
   return -1;
 }
 
-static int in_ranges(const cgrt__alloc_range *r, size_t n, CUdeviceptr v) {
-  for (size_t i = 0; i < n; i++)
-    if (v >= r[i].base && v - r[i].base < r[i].bytes) return 1;
-  return 0;
-}
-
 static int in_host_ranges(const cgrt_graphs *set, CUdeviceptr v) {
   for (size_t i = 0; i < set->nranges; i++)
     if (v >= set->ranges[i].base && v - set->ranges[i].base < set->ranges[i].bytes) return 1;
@@ -35,11 +29,17 @@ static int looks_like_pointer(uint64_t v) {
   return v >= (1ull << 32) && v < (1ull << 48) && (v & 7u) == 0;
 }
 
-static uint8_t classify(const cgrt_graphs *set, const cgrt__alloc_range *rr, size_t nrr,
-                        CUdeviceptr v, int *buf) {
+/* The kind of v against the set's buffers, the runtime's registry (set->rt_ranges, read
+ * by gx_index_build), the declared ranges and the set's own memory; *key: the identity of
+ * the known range (checked replay). */
+static uint8_t classify(const cgrt_graphs *set, CUdeviceptr v, int *buf, uint64_t *key) {
+  *key = 0;
   *buf = gx_find_buffer(set, set->current, v);
   if (*buf >= 0) return GX_PTR_BUFFER;
-  if (in_ranges(rr, nrr, v) || in_host_ranges(set, v) || gx_set_owned(set, v)) return GX_PTR_KNOWN;
+  if (cgrt__ranges_find(set->rt_ranges, set->nrt, v) >= 0 || in_host_ranges(set, v) || gx_set_owned(set, v)) {
+    *key = gx_range_key(set, v);
+    return GX_PTR_KNOWN;
+  }
   return looks_like_pointer(v) ? GX_PTR_UNKNOWN : GX_PTR_NONE;
 }
 
@@ -52,6 +52,7 @@ void gx_index_free(gx_exec *e) {
     free(k->sizes);
     free(k->ptrkind);
     free(k->ptrbuf);
+    free(k->ptrkey);
   }
   free(e->knodes);
   free(e->mnodes);
@@ -103,8 +104,7 @@ static int push_site(site_vec *sv, int buf, uint32_t node, uint16_t kind, uint16
 }
 
 static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, gx_knode *k,
-                                uint32_t kidx, site_vec *sv, const cgrt__alloc_range *rr,
-                                size_t nrr) {
+                                uint32_t kidx, site_vec *sv) {
   const cgrt__driver *drv = set->drv;
   memset(k, 0, sizeof(*k));
   k->node = node;
@@ -135,7 +135,9 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
   k->sizes = (uint32_t *)calloc(n ? n : 1, sizeof(uint32_t));
   k->ptrkind = (uint8_t *)calloc(n ? n : 1, 1);
   k->ptrbuf = (int32_t *)calloc(n ? n : 1, sizeof(int32_t));
-  if (!k->argv || !k->args || !k->offsets || !k->sizes || !k->ptrkind || !k->ptrbuf)
+  if (set->o.checked_replay) k->ptrkey = (uint64_t *)calloc(n ? n : 1, sizeof(uint64_t));
+  if (!k->argv || !k->args || !k->offsets || !k->sizes || !k->ptrkind || !k->ptrbuf ||
+      (set->o.checked_replay && !k->ptrkey))
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
   for (size_t i = 0; i < n; i++) {
     k->offsets[i] = (uint32_t)offs[i];
@@ -147,7 +149,9 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
     uint64_t v;
     memcpy(&v, k->args + offs[i], 8);
     int b;
-    k->ptrkind[i] = classify(set, rr, nrr, v, &b);
+    uint64_t key;
+    k->ptrkind[i] = classify(set, v, &b, &key);
+    if (k->ptrkey != NULL) k->ptrkey[i] = key;
     if (k->ptrkind[i] == GX_PTR_BUFFER) {
       k->ptrbuf[i] = b;
       if (push_site(sv, b, kidx, GX_SITE_KPARAM, (uint16_t)i, v - set->current[b]) != 0)
@@ -166,7 +170,7 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
 static int is_device(CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED; }
 
 static cgrt_status index_mem(cgrt_graphs *set, CUgraphNode node, int is_memset, gx_mnode *m,
-                             uint32_t midx, site_vec *sv, const cgrt__alloc_range *rr, size_t nrr) {
+                             uint32_t midx, site_vec *sv) {
   const cgrt__driver *drv = set->drv;
   memset(m, 0, sizeof(*m));
   m->node = node;
@@ -176,7 +180,7 @@ static cgrt_status index_mem(cgrt_graphs *set, CUgraphNode node, int is_memset, 
     CUresult r = drv->cuGraphMemsetNodeGetParams(node, &m->ms);
     if (r != CUDA_SUCCESS)
       return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphMemsetNodeGetParams", "indexing a graph");
-    m->dst_kind = classify(set, rr, nrr, m->ms.dst, &b);
+    m->dst_kind = classify(set, m->ms.dst, &b, &m->dst_key);
     if (m->dst_kind == GX_PTR_BUFFER &&
         push_site(sv, b, midx, GX_SITE_MEMSET_DST, 0, m->ms.dst - set->current[b]) != 0)
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
@@ -186,13 +190,13 @@ static cgrt_status index_mem(cgrt_graphs *set, CUgraphNode node, int is_memset, 
   if (r != CUDA_SUCCESS)
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphMemcpyNodeGetParams", "indexing a graph");
   if (is_device(m->cp.srcMemoryType)) {
-    m->src_kind = classify(set, rr, nrr, m->cp.srcDevice, &b);
+    m->src_kind = classify(set, m->cp.srcDevice, &b, &m->src_key);
     if (m->src_kind == GX_PTR_BUFFER &&
         push_site(sv, b, midx, GX_SITE_MEMCPY_SRC, 0, m->cp.srcDevice - set->current[b]) != 0)
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
   }
   if (is_device(m->cp.dstMemoryType)) {
-    m->dst_kind = classify(set, rr, nrr, m->cp.dstDevice, &b);
+    m->dst_kind = classify(set, m->cp.dstDevice, &b, &m->dst_key);
     if (m->dst_kind == GX_PTR_BUFFER &&
         push_site(sv, b, midx, GX_SITE_MEMCPY_DST, 0, m->cp.dstDevice - set->current[b]) != 0)
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
@@ -245,8 +249,8 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   }
   size_t body_from = counts[0]; /* nodes[i] with i >= body_from lie in the body */
   e->nodes = n;
-  size_t nrr = cgrt__runtime_ranges(set->rt, set->rt_ranges, set->rt_cap);
-  if (nrr > set->rt_cap) nrr = set->rt_cap;
+  st = gx_ranges_refresh(set);
+  if (st != CGRT_SUCCESS) goto out;
   for (size_t i = 0; i < n && st == CGRT_SUCCESS; i++) {
     r = drv->cuGraphNodeGetType(nodes[i], &types[i]);
     if (r != CUDA_SUCCESS) {
@@ -254,12 +258,12 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
       break;
     }
     if (types[i] == CU_GRAPH_NODE_TYPE_KERNEL) {
-      st = index_kernel(set, e, nodes[i], &e->knodes[e->nk], (uint32_t)e->nk, &sv, set->rt_ranges, nrr);
+      st = index_kernel(set, e, nodes[i], &e->knodes[e->nk], (uint32_t)e->nk, &sv);
       e->knodes[e->nk].in_body = i >= body_from;
       e->nk++;
     } else if (types[i] == CU_GRAPH_NODE_TYPE_MEMCPY || types[i] == CU_GRAPH_NODE_TYPE_MEMSET) {
       st = index_mem(set, nodes[i], types[i] == CU_GRAPH_NODE_TYPE_MEMSET, &e->mnodes[e->nm],
-                     (uint32_t)e->nm, &sv, set->rt_ranges, nrr);
+                     (uint32_t)e->nm, &sv);
       e->mnodes[e->nm].in_body = i >= body_from;
       e->nm++;
     }

@@ -116,6 +116,10 @@ cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out
   cgrt_status st;
   size_t ndk, ndm;
   int moved = 0;
+  if (set->o.checked_replay) { /* before anything is re-captured, patched or launched */
+    st = gx_check_buffers(set, e);
+    if (st != CGRT_SUCCESS) return st;
+  }
 retry:
   ndk = ndm = 0;
   switch (set->o.replay_mode) {
@@ -142,6 +146,14 @@ retry:
       break;
   }
   if (e->nmeta > 0 && e->last_reqs != num_reqs) gx_index_set_reqs(e, num_reqs, &ndk);
+  if (set->o.checked_replay) { /* the host copies hold this step's pointers; no node updated yet */
+    st = gx_check_pointers(set, e);
+    if (st != CGRT_SUCCESS) {
+      gx_index_clear(e, ndk, ndm);
+      poison_applied(set, e); /* the next step patches every site again */
+      return st;
+    }
+  }
   if (ndk + ndm > 0) {
     st = gx_index_flush(set, e, ndk, ndm);
     if (st != CGRT_SUCCESS) {
@@ -156,10 +168,6 @@ retry:
       poison_applied(set, e);
       return st;
     }
-  }
-  if (set->o.checked_replay) {
-    st = gx_check_pointers(set, e);
-    if (st != CGRT_SUCCESS) return st;
   }
   if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {
     st = copy_bindings(set, 0);
@@ -217,6 +225,7 @@ static cgrt_status apply_bindings(cgrt_graphs *set, const cgrt_binding *bindings
         set->move_log[set->gen % GX_MOVE_LOG] = (uint32_t)bd->buffer;
       }
       set->current[bd->buffer] = bd->ptr;
+      if (set->o.checked_replay) gx_key_buffer(set, (size_t)bd->buffer); /* this allocation, from now on */
     }
   }
   return CGRT_SUCCESS;
@@ -239,8 +248,8 @@ static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_r
   d.rows = d.padded_rows = num_reqs * k;
   d.buffers = set->current;
   d.num_buffers = set->nbuf;
-  cgrt_status st = CGRT_SUCCESS;
-  if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 0);
+  cgrt_status st = set->o.checked_replay ? gx_check_buffers(set, NULL) : CGRT_SUCCESS;
+  if (st == CGRT_SUCCESS && set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 0);
   if (st == CGRT_SUCCESS) st = gx_run_eager(set, set->stream, &d, num_reqs, set->current);
   if (st == CGRT_SUCCESS && set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 1);
   return st;

@@ -45,6 +45,11 @@ extern "C" {
   X(cuMemFree, 3020, CGRT__REQUIRED, (CUdeviceptr dptr), (dptr))                                     \
   X(cuMemAllocHost, 3020, CGRT__REQUIRED, (void **pp, size_t bytesize), (pp, bytesize))              \
   X(cuMemFreeHost, 2000, CGRT__REQUIRED, (void *p), (p))                                             \
+  X(cuMemHostRegister, 6050, CGRT__REQUIRED, (void *p, size_t bytesize, unsigned int Flags),       \
+    (p, bytesize, Flags))                                                                            \
+  X(cuMemHostUnregister, 4000, CGRT__REQUIRED, (void *p), (p))                                       \
+  X(cuPointerGetAttribute, 4000, CGRT__REQUIRED,                                                     \
+    (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr))            \
   X(cuMemcpyHtoD, 3020, CGRT__REQUIRED,                                                              \
     (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount)) \
   X(cuMemcpyDtoH, 3020, CGRT__REQUIRED,                                                              \
@@ -113,6 +118,8 @@ extern "C" {
   X(cuEventQuery, 2000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                  \
   X(cuEventElapsedTime, 12080, CGRT__REQUIRED, (float *pMilliseconds, CUevent hStart, CUevent hEnd), \
     (pMilliseconds, hStart, hEnd))                                                                   \
+  X(cuDeviceGetGraphMemAttribute, 11040, CGRT__REQUIRED,                                            \
+    (CUdevice device, CUgraphMem_attribute attr, void *value), (device, attr, value))                \
   X(cuGraphCreate, 10000, CGRT__REQUIRED, (CUgraph * phGraph, unsigned int flags), (phGraph, flags)) \
   X(cuGraphDestroy, 10000, CGRT__REQUIRED, (CUgraph hGraph), (hGraph))                               \
   X(cuGraphGetNodes, 10000, CGRT__REQUIRED, (CUgraph hGraph, CUgraphNode * nodes, size_t *numNodes), \

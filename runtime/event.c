@@ -35,17 +35,17 @@ cgrt_status cgrt_event_create(cgrt_runtime *rt, cgrt_event **out) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_event_create");
   if (st) return st;
   if (!out) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_event_create: out is NULL");
-  cgrt_event *e = calloc(1, sizeof *e);
+  cgrt_event *e = cgrt__handle_alloc(sizeof *e);
   if (!e) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_event_create: out of host memory");
   e->rt = rt;
   CUresult r = rt->drv->cuEventCreate(&e->ev, CU_EVENT_DEFAULT);
   if (r != CUDA_SUCCESS) {
-    free(e);
+    cgrt__handle_free(e);
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuEventCreate", "cgrt_event_create");
   }
   if (cgrt__handle_add(e, CGRT__HANDLE_EVENT) != 0) {
     rt->drv->cuEventDestroy(e->ev);
-    free(e);
+    cgrt__handle_free(e);
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_event_create: the live-handle table is full");
   }
   e->child.destroy = destroy_child;
@@ -66,7 +66,7 @@ void cgrt_event_destroy(cgrt_event *e) {
     if (r != CUDA_SUCCESS)
       cgrt__log(CGRT_LOG_WARN, "cgrt_event_destroy: cuEventDestroy failed with %s", cgrt__curesult_name(r));
   }
-  free(e);
+  cgrt__handle_free(e);
 }
 
 cgrt_status cgrt_event_record(cgrt_event *e, CUstream stream) {

@@ -14,10 +14,15 @@ _Static_assert(sizeof(cgrt_emulated_launch) == sizeof(cgrt__ref_launch), "launch
 _Static_assert(CGRT_EMULATED_MAX_PARAMS <= CGRT__REF_MAX_PARAMS, "parameter count");
 _Static_assert(CGRT_EMULATED_MAX_PARAM_BYTES == CGRT__REF_MAX_PARAM_BYTES, "parameter bytes");
 
+/* A child of its runtime: cgrt_runtime_destroy unloads a module still loaded, and its
+ * handle is no longer live (CGRT_ERROR_INVALID_HANDLE from then on). */
 struct cgrt_module {
   cgrt_runtime *rt;
   CUmodule mod;
+  cgrt__child child;
 };
+
+static void destroy_child(void *obj) { cgrt_module_unload((cgrt_module *)obj); } /* runtime teardown */
 
 static cgrt_status module_status(CUresult r) {
   switch (r) {
@@ -37,19 +42,23 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
   if (st != CGRT_SUCCESS) return st;
   if (image == NULL || out == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_load: image or out is NULL");
-  cgrt_module *m = (cgrt_module *)calloc(1, sizeof(*m));
+  cgrt_module *m = (cgrt_module *)cgrt__handle_alloc(sizeof(*m));
   if (m == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load");
   CUresult r = rt->drv->cuModuleLoadData(&m->mod, image);
   if (r != CUDA_SUCCESS) {
-    free(m);
+    cgrt__handle_free(m);
     return cgrt__fail_cu(module_status(r), r, "cuModuleLoadData", "cgrt_module_load");
   }
   m->rt = rt;
   if (cgrt__handle_add(m, CGRT__HANDLE_MODULE) != 0) {
     rt->drv->cuModuleUnload(m->mod);
-    free(m);
+    cgrt__handle_free(m);
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load: the live-handle table is full");
   }
+  m->child.destroy = destroy_child;
+  m->child.obj = m;
+  m->child.kind = "module";
+  cgrt__runtime_attach(rt, &m->child);
   *out = m;
   return CGRT_SUCCESS;
 }
@@ -59,13 +68,15 @@ cgrt_status cgrt_module_unload(cgrt_module *m) {
   if (!cgrt__handle_remove(m, CGRT__HANDLE_MODULE))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_unload: %p is not a live module (unloaded twice?)",
                       (void *)m);
-  cgrt_status st = CGRT_SUCCESS;
-  if (cgrt__runtime_is_live(m->rt)) {
-    m->rt->drv->cuCtxSetCurrent(m->rt->ctx);
-    CUresult r = m->rt->drv->cuModuleUnload(m->mod);
+  /* A live module's runtime is live: runtime teardown unloads its modules first. */
+  cgrt_runtime *rt = m->rt;
+  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_module_unload");
+  if (st == CGRT_SUCCESS) {
+    CUresult r = rt->drv->cuModuleUnload(m->mod);
     if (r != CUDA_SUCCESS) st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuModuleUnload", "cgrt_module_unload");
   }
-  free(m);
+  cgrt__runtime_detach(rt, &m->child);
+  cgrt__handle_free(m);
   return st;
 }
 

@@ -205,10 +205,10 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
   cgrt_status st = select_driver(&o, &base, &kind);
   if (st) return st;
 
-  cgrt_runtime *rt = calloc(1, sizeof *rt);
+  cgrt_runtime *rt = cgrt__handle_alloc(sizeof *rt);
   if (!rt) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_runtime_create: out of host memory");
   if (pthread_mutex_init(&rt->mu, NULL) != 0) {
-    free(rt);
+    cgrt__handle_free(rt);
     return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_runtime_create: pthread_mutex_init failed");
   }
   rt->drv = o.fault_injection ? cgrt__driver_fault(base) : base;
@@ -319,7 +319,7 @@ fail:
   while (rt->module_count > 0) d->cuModuleUnload(rt->modules[--rt->module_count]);
   if (retained) d->cuDevicePrimaryCtxRelease(rt->dev);
   pthread_mutex_destroy(&rt->mu);
-  free(rt);
+  cgrt__handle_free(rt);
   return st;
 }
 
@@ -360,10 +360,11 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
   const cgrt__driver *d = rt->drv;
   CGRT__CU_WARN(d, cuCtxSynchronize, (), "cgrt_runtime_destroy");
   cgrt__workspace_release_all(rt);
+  cgrt__device_memory_release_all(rt);
   while (rt->module_count > 0) CGRT__CU_WARN(d, cuModuleUnload, (rt->modules[--rt->module_count]), "cgrt_runtime_destroy");
   CGRT__CU_WARN(d, cuDevicePrimaryCtxRelease, (rt->dev), "cgrt_runtime_destroy");
   pthread_mutex_destroy(&rt->mu);
-  free(rt);
+  cgrt__handle_free(rt);
   return CGRT_SUCCESS;
 }
 

@@ -16,11 +16,32 @@ extern "C" {
 
 typedef struct cgrt__reservation cgrt__reservation; /* runtime/workspace.c */
 
-/* A live device allocation made by cgrt (for checked replay and leak accounting). */
+/* Kinds of a range in a runtime's buffer registry (runtime/buffers.c). */
+enum {
+  CGRT__RANGE_WORKSPACE = 1, /* a reservation's storage (runtime/workspace.c) */
+  CGRT__RANGE_COUNTERS = 2,  /* the counter buffer */
+  CGRT__RANGE_MEM_ALLOC = 3, /* cgrt_mem_alloc */
+  CGRT__RANGE_REGISTERED = 4 /* cgrt_mem_register: external memory */
+};
+
+/* Identities of ranges cgrt allocates itself carry this bit; identities of external
+ * ranges are the driver's buffer ids (CU_POINTER_ATTRIBUTE_BUFFER_ID, counted from 1 per
+ * process, far below 2^63). */
+#define CGRT__OWNED_ID_BIT (1ull << 63)
+
+/* A live device range the runtime knows (for checked replay). */
 typedef struct cgrt__alloc_range {
   CUdeviceptr base;
   size_t bytes;
-  const char *what; /* static or owned by the reservation */
+  /* Identity, never reused in a process: for ranges cgrt allocated (workspaces,
+   * counters, cgrt_mem_alloc) a cgrt serial | CGRT__OWNED_ID_BIT, exact because cgrt
+   * frees them itself; for registered ranges the driver's buffer id of their allocation,
+   * read when the range was registered (the host may free the memory behind cgrt's back:
+   * checked replay reads the id again). */
+  uint64_t id;
+  int kind;            /* CGRT__RANGE_* */
+  int host_registered; /* emulation: host memory cgrt registered (cuMemHostRegister) */
+  char what[48];       /* for messages */
 } cgrt__alloc_range;
 
 /* An object made from a runtime (graph set, kernel plan). cgrt_runtime_destroy destroys
@@ -63,6 +84,12 @@ struct cgrt_runtime {
   CUdeviceptr counters;
   size_t counter_bytes_reserved;
   size_t counter_bytes_allocated;
+
+  /* The buffer registry (runtime/buffers.c), guarded by mu: live ranges sorted by base,
+   * non-overlapping; buffers_gen changes with every change. */
+  cgrt__alloc_range *buffers;
+  size_t nbuffers, buffers_cap;
+  uint64_t buffers_gen;
 };
 
 /* 1 if rt is a live runtime (never dereferences a dead pointer). Thread-safe. */
@@ -76,10 +103,32 @@ cgrt_status cgrt__runtime_enter(cgrt_runtime *rt, const char *api);
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INTERNAL (no such kernel), CGRT_ERROR_DRIVER. */
 cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out);
 
-/* Enumerates cgrt's own live device allocations (workspaces, counters) into ranges;
- * returns how many there are (may exceed cap; only cap are written). Caller holds no
- * lock; takes rt->mu. */
-size_t cgrt__runtime_ranges(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_t cap);
+/* ---- the buffer registry (runtime/buffers.c) ----
+ * Adds a range cgrt allocated (kind WORKSPACE, COUNTERS or MEM_ALLOC) with a fresh owned
+ * identity, or an external one (REGISTERED) with its driver buffer id. A stale external
+ * range it overlaps (memory freed without cgrt_mem_unregister, address reused by cgrt)
+ * is dropped with a CGRT_LOG_WARN. Returns 0, or -1 when out of host memory. rt->mu held. */
+int cgrt__buffers_add(cgrt_runtime *rt, const cgrt__alloc_range *range);
+/* Removes the range starting at base (none: no-op). rt->mu held. */
+void cgrt__buffers_remove(cgrt_runtime *rt, CUdeviceptr base);
+/* Index of the range containing v, or -1. rt->mu held. */
+long cgrt__buffers_find(const cgrt_runtime *rt, CUdeviceptr v);
+/* Index of the range containing v in a sorted array of n ranges, or -1. */
+long cgrt__ranges_find(const cgrt__alloc_range *ranges, size_t n, CUdeviceptr v);
+/* Copies the registry (sorted by base) into ranges[0..cap); returns how many ranges
+ * there are (may exceed cap; only cap are written) and, if gen is not NULL, the
+ * registry's generation. Takes rt->mu. */
+size_t cgrt__buffers_snapshot(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_t cap, uint64_t *gen);
+/* The driver's buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) of the allocation holding
+ * [p, p + bytes) in *id. CUDA_ERROR_INVALID_VALUE when the driver knows no allocation at
+ * p; CUDA_ERROR_NOT_FOUND when [p, p + bytes) runs past its end (bytes 0: only p is
+ * looked at, one driver call; else three); other driver errors as returned. */
+CUresult cgrt__buffer_id(const cgrt__driver *drv, CUdeviceptr p, size_t bytes, uint64_t *id);
+
+/* Frees what cgrt_mem_alloc allocations are still live (a CGRT_LOG_WARN each), releases
+ * the registrations and empties the registry (used by cgrt_runtime_destroy after the
+ * workspaces). */
+void cgrt__device_memory_release_all(cgrt_runtime *rt);
 
 /* Marks the start/end of a capture by this runtime: allocations and growth then fail
  * with CGRT_ERROR_CAPTURING. */

@@ -88,6 +88,12 @@ static cgrt_status allocate(cgrt_runtime *rt, const char *name, int lane, size_t
       return st;
     }
   }
+  cgrt__alloc_range e = {p, off, 0, CGRT__RANGE_WORKSPACE, 0, ""};
+  snprintf(e.what, sizeof e.what, "workspace '%s'", name);
+  if (cgrt__buffers_add(rt, &e) != 0) {
+    d->cuMemFree(p);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "workspace '%s': out of host memory", name);
+  }
   *base = p;
   *total = off;
   return CGRT_SUCCESS;
@@ -179,6 +185,7 @@ cgrt_status cgrt_workspace_request(cgrt_runtime *rt, int lane, const char *name,
       goto out;
     }
     if (r) { /* growth before lock: replace in place in the list */
+      cgrt__buffers_remove(rt, r->base);
       CUresult cr = rt->drv->cuMemFree(r->base);
       if (cr != CUDA_SUCCESS)
         cgrt__log(CGRT_LOG_WARN, "workspace '%s': cuMemFree of the old storage failed with %s", name,
@@ -311,10 +318,14 @@ cgrt_status cgrt_counters_reserve(cgrt_runtime *rt, size_t bytes) {
       st = CGRT__CU(rt->drv, cuMemsetD32, (p, 0, bytes / 4), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
       /* cuMemsetD32 is asynchronous; kernels on non-blocking streams must see zeros. */
       if (!st) st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
+      cgrt__alloc_range e = {p, bytes, 0, CGRT__RANGE_COUNTERS, 0, "counter buffer"};
+      if (!st && cgrt__buffers_add(rt, &e) != 0)
+        st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "counter buffer: out of host memory");
       if (st) rt->drv->cuMemFree(p);
     }
     if (!st) {
       if (rt->counters) {
+        cgrt__buffers_remove(rt, rt->counters);
         CUresult r = rt->drv->cuMemFree(rt->counters);
         if (r != CUDA_SUCCESS)
           cgrt__log(CGRT_LOG_WARN, "counter buffer: cuMemFree of the old buffer failed with %s",
@@ -363,24 +374,12 @@ cgrt_status cgrt_counters_verify(cgrt_runtime *rt) {
   return st;
 }
 
-size_t cgrt__runtime_ranges(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_t cap) {
-  size_t n = 0;
-  pthread_mutex_lock(&rt->mu);
-  for (cgrt__reservation *r = rt->reservations; r; r = r->next, n++)
-    if (n < cap) ranges[n] = (cgrt__alloc_range){r->base, r->alloc_bytes, r->name};
-  if (rt->counters) {
-    if (n < cap) ranges[n] = (cgrt__alloc_range){rt->counters, rt->counter_bytes_allocated, "counters"};
-    n++;
-  }
-  pthread_mutex_unlock(&rt->mu);
-  return n;
-}
-
 void cgrt__workspace_release_all(cgrt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
   cgrt__reservation *r = rt->reservations;
   while (r) {
     cgrt__reservation *next = r->next;
+    cgrt__buffers_remove(rt, r->base);
     CUresult cr = rt->drv->cuMemFree(r->base);
     if (cr != CUDA_SUCCESS)
       cgrt__log(CGRT_LOG_WARN, "workspace '%s': cuMemFree failed with %s", r->name, cgrt__curesult_name(cr));
@@ -389,6 +388,7 @@ void cgrt__workspace_release_all(cgrt_runtime *rt) {
   }
   rt->reservations = rt->reservations_tail = NULL;
   if (rt->counters) {
+    cgrt__buffers_remove(rt, rt->counters);
     CUresult cr = rt->drv->cuMemFree(rt->counters);
     if (cr != CUDA_SUCCESS) cgrt__log(CGRT_LOG_WARN, "counter buffer: cuMemFree failed with %s", cgrt__curesult_name(cr));
     rt->counters = 0;

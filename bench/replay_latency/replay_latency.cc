@@ -197,7 +197,8 @@ struct Bench {
 };
 
 cgrt_graphs *make_set(Bench &B, Step &S, cgrt_replay_mode mode, std::vector<cgrt_buffer_desc> &descs,
-                      int max_num_seqs = 1, bool default_sizes = false, int device_patch = 0) {
+                      int max_num_seqs = 1, bool default_sizes = false, int device_patch = 0,
+                      int checked = 0) {
   int nb = S.n + 1;
   descs.resize(nb);
   static std::vector<std::string> names;
@@ -220,6 +221,7 @@ cgrt_graphs *make_set(Bench &B, Step &S, cgrt_replay_mode mode, std::vector<cgrt
   o.replay_mode = mode;
   o.stream = B.stream;
   o.device_patch = device_patch;
+  o.checked_replay = checked;
   static int one = 1;
   if (!default_sizes) {
     o.capture_sizes = &one;
@@ -444,6 +446,34 @@ int main(int argc, char **argv) {
             return 1;
           }
           cgrt_graphs_destroy(dset);
+        }
+        // Checked replay (options.checked_replay): every pointer checked before the launch,
+        // the stream waited for after it; timed in alternation with the unchecked step
+        // followed by cuStreamSynchronize, with 0, 1, 8 and all buffers moving each step.
+        {
+          std::vector<cgrt_buffer_desc> d6;
+          cgrt_graphs *kset = make_set(B, S, CGRT_REPLAY_POINTER_UPDATE, d6, 1, false, 0, 1);
+          for (int k : {0, 1, 8, n + 1}) {
+            std::vector<std::vector<cgrt_binding>> bs = {bindings_for(S, k, 0), bindings_for(S, k, 1)};
+            Stats plain, checked;
+            B.measure_pair(
+                [&](int j) {
+                  const auto &v = bs[(j + 1) % 2];
+                  CHECK_ST(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, v.data(), v.size()));
+                  CHECK_CU(d->cuStreamSynchronize(B.stream));
+                },
+                [&](int j) {
+                  const auto &v = bs[(j + 1) % 2];
+                  CHECK_ST(cgrt_graphs_step(kset, CGRT_GRAPH_DECODE, 1, v.data(), v.size()));
+                },
+                &plain, &checked);
+            std::string sfx_k = k > n ? "all" : std::to_string(k);
+            B.emit(("cgrt_sync_rebind_" + sfx_k).c_str(), n, plain, k > n ? n : k);
+            B.emit(("cgrt_checked_rebind_" + sfx_k).c_str(), n, checked, k > n ? n : k);
+          }
+          auto back0 = bindings_for(S, n + 1, 0);
+          CHECK_ST(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, back0.data(), back0.size()));
+          cgrt_graphs_destroy(kset);
         }
         // Copy-in replay of 1 and 8 inputs.
         std::vector<cgrt_buffer_desc> d2;

@@ -22,9 +22,10 @@
  *     outputs copied out after the launch;
  *   - whole-graph update: the bucket is re-captured with the new addresses and applied
  *     with cuGraphExecUpdate, re-instantiated when the topology changed.
- * Checked replay (off by default) verifies before launch that every pointer parameter of
- * every node lies inside a live allocation known to cgrt, and after launch that the
- * counters of multi-CTA kernels are back at zero.
+ * Checked replay (off by default, options.checked_replay) verifies before anything is
+ * patched or launched that every pointer of every node lies inside a live allocation
+ * known to cgrt and is still the allocation it was, and after launch that the counters
+ * of multi-CTA kernels are back at zero (see options.checked_replay).
  *
  * Draft loops (cgrt_graphs_draft) run K decode steps with the metadata advanced on the
  * device in between: unrolled (K copies of the step in one graph), or, with
@@ -172,7 +173,33 @@ typedef struct cgrt_graphs_options {
   size_t num_buffers;     /* <= CGRT_GRAPHS_MAX_BUFFERS */
   cgrt_graph_meta meta;
   cgrt_replay_mode replay_mode;    /* default CGRT_REPLAY_POINTER_UPDATE */
-  int checked_replay;     /* default 0 */
+  /* 1: checked replay (a debugging mode; default 0). Before a step patches or launches
+   * anything, every pointer of every node (8-byte kernel parameters and memcpy/memset
+   * operands) must lie inside a live allocation known to cgrt:
+   *   - a registered buffer at its current address: when that address becomes current
+   *     (cgrt_graphs_create, or a binding) the set asks the driver for the buffer id
+   *     (CU_POINTER_ATTRIBUTE_BUFFER_ID) of the allocation holding all of its bytes, and
+   *     each checked step asks again: an address the driver knew no allocation at
+   *     (0xdead000, host memory it does not know), an allocation since freed, or freed and
+   *     its address handed out again (another buffer id) is refused until the host binds
+   *     live memory;
+   *   - the runtime's buffer registry (cgrt_memory.h): workspaces, the counter buffer,
+   *     cgrt_mem_alloc allocations and registered ranges, each with the identity it had
+   *     when the graph was indexed (a workspace grown before the lock after capture, or
+   *     memory freed and allocated again, is another identity); registered ranges are
+   *     asked of the driver again;
+   *   - a range declared with cgrt_graphs_set_ranges, with the buffer id it had when
+   *     declared (asked again);
+   *   - memory the set owns.
+   * A copy-in binding must lie inside a live allocation. Otherwise the step returns
+   * CGRT_ERROR_STALE_POINTER naming the node, parameter or buffer, with nothing patched
+   * or launched (the eager fallback is refused the same way). After the launch the step
+   * waits for the replay stream and verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY)
+   * and a WHILE loop's step counter. Costs per checked step: one driver call per buffer
+   * the graph points into and per registered or declared range it uses, a binary search
+   * per other pointer parameter, three driver calls per binding, and a stream
+   * synchronization. The unchecked step does none of this. */
+  int checked_replay;
   int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
                              run the step eagerly and count the fallback */
   CUstream stream;        /* replay stream; NULL: a stream of the set */
@@ -306,11 +333,13 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
                               size_t num_bindings);
 
 /* Replaces the host-declared live ranges (checked replay also accepts pointers into
- * them). Copies the list. Each range needs a non-zero base and size and must end at or
- * below 2^64 (base + bytes does not wrap).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (ranges
- * NULL with count > 0, or a bad range: the message names its index; the old list is
- * kept), CGRT_ERROR_OUT_OF_MEMORY. Thread-safe. */
+ * them). Copies the list, and the buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) of each
+ * range's allocation. Each range needs a non-zero base and size, must end at or below
+ * 2^64 (base + bytes does not wrap) and must lie inside one live allocation the driver
+ * knows (else CGRT_ERROR_INVALID_ARGUMENT naming the range's index; the old list stays);
+ * checked replay refuses a pointer into a range whose allocation has another id since.
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (also
+ * ranges NULL with count > 0), CGRT_ERROR_OUT_OF_MEMORY, CGRT_ERROR_DRIVER. Thread-safe. */
 cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count);
 
 /* The replay stream (options.stream or the set's own). */
@@ -330,7 +359,7 @@ typedef struct cgrt_graphs_stats {
   size_t buckets;              /* captured graphs (draft loops included) */
   size_t nodes;                /* nodes over all captured graphs */
   double capture_seconds;      /* capture + instantiate + upload, all buckets */
-  size_t graph_memory_bytes;   /* cuMemGetInfo deltas over the captures (>= 0) */
+  size_t graph_memory_bytes;   /* sum of cgrt_bucket_info.memory_bytes over captured buckets */
   uint64_t draft_while_loops;  /* draft loops run as a WHILE graph (also in draft_loops) */
   int draft_while_available;   /* 1 when at least one WHILE draft graph is captured */
   uint64_t device_patches;     /* device_patch: launches that delivered moved buffers via the mailbox */
@@ -350,6 +379,15 @@ typedef struct cgrt_bucket_info {
   size_t nodes;          /* WHILE graphs: top-level nodes and body nodes */
   size_t patch_sites;    /* indexed (node, parameter) sites pointing into buffers */
   double capture_seconds, instantiate_seconds;
+  /* Graph memory the driver attributes to this bucket: the bytes its graph memory nodes
+   * (allocations captured from cuMemAllocAsync / cudaMallocAsync) hold once instantiated
+   * and uploaded, read as the change of
+   * cuDeviceGetGraphMemAttribute(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) across the bucket's
+   * capture, instantiation and upload (a device-wide count: graphs with memory nodes
+   * instantiated meanwhile by other threads would be counted too; 0 when the driver
+   * cannot tell). 0 for a graph without memory nodes. Not included: the driver's own
+   * storage for the executable (no driver API reports it) and cgrt's per-bucket
+   * allocations (device_patch's site table and mailbox). */
   size_t memory_bytes;
   uint64_t replays;
   int draft_while;       /* 1 for a draft loop as a conditional WHILE node */

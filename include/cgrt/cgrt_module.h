@@ -18,7 +18,9 @@ typedef struct cgrt_module cgrt_module;
 
 /* Loads a module image (fatbin, cubin or PTX, as cuModuleLoadData takes it) on the
  * runtime's context. The image is read during the call only. On success *out owns the
- * module; release it with cgrt_module_unload before destroying the runtime.
+ * module; release it with cgrt_module_unload. A module still loaded when its runtime is
+ * destroyed is unloaded with it (logged at CGRT_LOG_WARN); its handle then answers
+ * CGRT_ERROR_INVALID_HANDLE everywhere.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (NULL
  * image or out); CGRT_ERROR_UNSUPPORTED_DEVICE (the image has no code for this device:
  * CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_IMAGE, ...); CGRT_ERROR_OUT_OF_MEMORY;

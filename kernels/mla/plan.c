@@ -217,7 +217,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   int cap = 0;
   if ((st = check_options(opts, &o, &cap))) return st;
 
-  cgrt_mla_plan *p = (cgrt_mla_plan *)calloc(1, sizeof *p);
+  cgrt_mla_plan *p = (cgrt_mla_plan *)cgrt__handle_alloc(sizeof *p);
   if (!p) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_mla_plan_create: host allocation");
   p->rt = rt;
   p->o = o;
@@ -260,7 +260,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   *out = p;
   return CGRT_SUCCESS;
 fail:
-  free(p);
+  cgrt__handle_free(p);
   return st;
 }
 
@@ -268,7 +268,7 @@ void cgrt_mla_plan_destroy(cgrt_mla_plan *plan) {
   if (!plan || !cgrt__handle_remove(plan, CGRT__HANDLE_MLA_PLAN)) return;
   if (cgrt__runtime_enter(plan->rt, "cgrt_mla_plan_destroy") == CGRT_SUCCESS)
     cgrt__runtime_detach(plan->rt, &plan->child);
-  free(plan);
+  cgrt__handle_free(plan);
 }
 
 static void destroy_child(void *obj) { cgrt_mla_plan_destroy((cgrt_mla_plan *)obj); }

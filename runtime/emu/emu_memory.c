@@ -1,5 +1,7 @@
 /* Emulated memory: device memory is host memory (256-byte aligned), tracked in a table
- * with pinned host allocations; synchronous copies and memsets. */
+ * with pinned host allocations and registered host ranges (cuMemHostRegister: the host's
+ * own memory, usable by copies and kernels); every entry has a buffer id that is never
+ * reused (CU_POINTER_ATTRIBUTE_BUFFER_ID); synchronous copies and memsets. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,8 +10,10 @@
 typedef struct emu_alloc {
   uintptr_t base;
   size_t size; /* requested bytes */
-  size_t charged; /* rounded to EMU_ALIGN */
-  int pinned;
+  size_t charged; /* rounded to EMU_ALIGN; 0 for a registered host range */
+  int pinned;     /* page-locked host memory: cuMemAllocHost or cuMemHostRegister */
+  int registered; /* cuMemHostRegister: the host owns the memory */
+  uint64_t id;    /* buffer id: unique over the process, never reused */
 } emu_alloc;
 
 static emu_alloc *g_allocs;
@@ -29,20 +33,24 @@ int cgrt__emu_mem_range_ok(uintptr_t p, size_t n, int want) {
   return n <= a->size - (p - a->base);
 }
 
+static int grow_table(void) {
+  if (g_nallocs < g_capallocs) return 0;
+  size_t ncap = g_capallocs ? g_capallocs * 2 : 64;
+  emu_alloc *na = realloc(g_allocs, ncap * sizeof(*na));
+  if (na == NULL) return -1;
+  g_allocs = na;
+  g_capallocs = ncap;
+  return 0;
+}
+
 static CUresult alloc_locked(void **out, size_t bytes, int pinned) {
   size_t charged = (bytes + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
   if (charged < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!pinned && charged > EMU_TOTAL_MEM - g_device_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (g_nallocs == g_capallocs) {
-    size_t ncap = g_capallocs ? g_capallocs * 2 : 64;
-    emu_alloc *na = realloc(g_allocs, ncap * sizeof(*na));
-    if (na == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-    g_allocs = na;
-    g_capallocs = ncap;
-  }
+  if (grow_table() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = aligned_alloc(EMU_ALIGN, charged);
   if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  g_allocs[g_nallocs++] = (emu_alloc){(uintptr_t)p, bytes, charged, pinned};
+  g_allocs[g_nallocs++] = (emu_alloc){(uintptr_t)p, bytes, charged, pinned, 0, cgrt__emu_next_id()};
   if (!pinned) g_device_bytes += charged;
   cgrt__emu_counts.allocs++;
   *out = p;
@@ -52,7 +60,7 @@ static CUresult alloc_locked(void **out, size_t bytes, int pinned) {
 static CUresult free_locked(uintptr_t p, int pinned) {
   for (size_t i = 0; i < g_nallocs; i++) {
     if (g_allocs[i].base != p) continue;
-    if (g_allocs[i].pinned != pinned) return CUDA_ERROR_INVALID_VALUE;
+    if (g_allocs[i].pinned != pinned || g_allocs[i].registered) return CUDA_ERROR_INVALID_VALUE;
     if (!pinned) g_device_bytes -= g_allocs[i].charged;
     free((void *)p);
     g_allocs[i] = g_allocs[--g_nallocs];
@@ -111,6 +119,106 @@ CUresult cgrt__emu_cuMemFree(CUdeviceptr dptr) { return free_api((uintptr_t)dptr
 CUresult cgrt__emu_cuMemAllocHost(void **pp, size_t bytesize) { return alloc_api(pp, bytesize, 1); }
 
 CUresult cgrt__emu_cuMemFreeHost(void *p) { return free_api((uintptr_t)p, 1); }
+
+#define EMU_HOST_REGISTER_FLAGS \
+  (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
+   CU_MEMHOSTREGISTER_READ_ONLY)
+
+CUresult cgrt__emu_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  uintptr_t b = (uintptr_t)p;
+  if (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - b || (Flags & ~EMU_HOST_REGISTER_FLAGS) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  r = cgrt__emu_unsafe_call();
+  for (size_t i = 0; r == CUDA_SUCCESS && i < g_nallocs; i++)
+    if (b < g_allocs[i].base + g_allocs[i].size && g_allocs[i].base < b + bytesize)
+      r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  if (r == CUDA_SUCCESS && grow_table() != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (r == CUDA_SUCCESS) {
+    g_allocs[g_nallocs++] = (emu_alloc){b, bytesize, 0, 1, 1, cgrt__emu_next_id()};
+    cgrt__emu_counts.allocs++;
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+CUresult cgrt__emu_cuMemHostUnregister(void *p) {
+  CUresult r = cgrt__emu_check_ctx();
+  if (r != CUDA_SUCCESS) return r;
+  if (p == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  r = cgrt__emu_unsafe_call();
+  if (r == CUDA_SUCCESS) {
+    r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    for (size_t i = 0; i < g_nallocs; i++) {
+      if (g_allocs[i].base != (uintptr_t)p || !g_allocs[i].registered) continue;
+      g_allocs[i] = g_allocs[--g_nallocs];
+      cgrt__emu_counts.allocs--;
+      r = CUDA_SUCCESS;
+      break;
+    }
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+/* The attributes cgrt reads (and a few neighbours); others: CUDA_ERROR_INVALID_VALUE. */
+CUresult cgrt__emu_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (data == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  const emu_alloc *a = find_containing((uintptr_t)ptr);
+  emu_alloc v = a != NULL ? *a : (emu_alloc){0};
+  cgrt__emu_unlock();
+  if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *(unsigned int *)data = v.pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *(CUdeviceptr *)data = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!v.pinned) return CUDA_ERROR_INVALID_VALUE;
+      *(void **)data = (void *)(uintptr_t)ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      *(unsigned long long *)data = (unsigned long long)v.id;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *(unsigned int *)data = 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *(int *)data = 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *(CUdeviceptr *)data = (CUdeviceptr)v.base;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *(size_t *)data = v.size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *(int *)data = 1;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+/* No graph memory nodes on the emulation: nothing is ever associated with graphs. */
+CUresult cgrt__emu_cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (device != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == NULL || (int)attr < (int)CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT ||
+      (int)attr > (int)CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+    return CUDA_ERROR_INVALID_VALUE;
+  *(cuuint64_t *)value = 0;
+  return CUDA_SUCCESS;
+}
 
 /* A synchronous memory operation: context, unsafe-call and legacy-stream rules, then
  * the device range check. `dev` must lie in device (or pinned, UVA) memory. */

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "cgrt/cgrt_runtime.h"
 
@@ -42,6 +44,23 @@ inline bool is_emulated(cgrt_runtime *rt) {
   cgrt_runtime_info info{};
   info.size = sizeof info;
   return cgrt_runtime_get_info(rt, &info) == CGRT_SUCCESS && info.driver == CGRT_DRIVER_EMULATED;
+}
+
+// Runs fn with a log callback that keeps the CGRT_LOG_WARN messages (the callback is
+// cleared afterwards) and returns how many of them contain `needle`.
+inline size_t warnings_containing(const char *needle, const std::function<void()> &fn) {
+  static std::vector<std::string> kept;
+  kept.clear();
+  cgrt_set_log_callback(
+      [](void *, cgrt_log_level level, const char *m) {
+        if (level == CGRT_LOG_WARN) kept.push_back(m);
+      },
+      nullptr, CGRT_LOG_WARN);
+  fn();
+  cgrt_set_log_callback(nullptr, nullptr, CGRT_LOG_ERROR);
+  size_t n = 0;
+  for (const auto &m : kept) n += m.find(needle) != std::string::npos;
+  return n;
 }
 
 }  // namespace cgrt_test

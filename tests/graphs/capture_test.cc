@@ -109,4 +109,24 @@ void GraphsTest::capture_faults(const cgrt_graphs_options &o, const std::functio
 TEST_F(GraphsTest, FaultInjectionAcrossCaptureInstantiate) { fault_capture(0); }
 TEST_F(GraphsTest, FaultInjectionAcrossCaptureWithDevicePatch) { fault_capture(1); }
 
+// Issue 14, item 12: a bucket's memory is the graph memory the driver attributes to it
+// (memory nodes), not a change of free device memory: cgrt's own allocations made while a
+// bucket is captured (device patching's site table per bucket) are not graph memory, and
+// the synthetic step has no memory nodes.
+TEST_F(GraphsTest, BucketMemoryIsWhatTheDriverAttributesToTheGraph) {
+  start();
+  default_set(CGRT_REPLAY_POINTER_UPDATE, 1);
+  size_t n = cgrt_graphs_bucket_count(set);
+  ASSERT_GT(n, 0u);
+  for (size_t i = 0; i < n; i++) {
+    cgrt_bucket_info b{};
+    b.size = sizeof b;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, i, &b));
+    ASSERT_TRUE(b.captured);
+    EXPECT_EQ(b.memory_bytes, 0u) << "bucket " << i << " (" << b.rows << " rows, device patch " << b.device_patch
+                                  << ")";
+  }
+  EXPECT_EQ(stats().graph_memory_bytes, 0u);
+}
+
 }  // namespace cgrt_graphs_test

@@ -83,4 +83,93 @@ TEST_F(GraphsTest, CheckedReplayVerifiesCountersAfterLaunch) {
   CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
 }
 
+// Issue 14, item 1: a binding to an address no allocation holds (0xdead000) is refused
+// before anything is patched or launched, by a replay and by the eager fallback past the
+// largest bucket; bound back to live memory, the set works again.
+TEST_F(GraphsTest, CheckedReplayRefusesABindingToMemoryNeverAllocated) {
+  start();
+  int sizes[] = {8};
+  checked_set([&](cgrt_graphs_options &o) {
+    o.capture_sizes = sizes;
+    o.num_capture_sizes = 1;
+  });
+  step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  sentinel_out();
+  const cgrt_binding bad = {synth::X, 0xdead000, 0};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, &bad, 1));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("'x'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0xdead000"), std::string::npos) << msg;
+  EXPECT_TRUE(out_untouched()) << "nothing launched";
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 12, nullptr, 0));
+  EXPECT_TRUE(out_untouched()) << "nothing launched eagerly";
+  step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, cur[synth::X], 0}}, "x bound back");
+  step_and_check(CGRT_GRAPH_DECODE, 12, {}, "eager fallback after binding back");
+}
+
+// Host memory cgrt never allocated (and the driver does not know) is refused too.
+TEST_F(GraphsTest, CheckedReplayRefusesABindingToUnregisteredHostMemory) {
+  start();
+  checked_set();
+  step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  std::vector<float> host(eng.a.bytes[synth::X] / 4, 1.0f);
+  sentinel_out();
+  const cgrt_binding bad = {synth::X, (CUdeviceptr)(uintptr_t)host.data(), 0};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, &bad, 1));
+  EXPECT_NE(std::string(cgrt_last_error()).find("'x'"), std::string::npos) << cgrt_last_error();
+  EXPECT_TRUE(out_untouched()) << "nothing launched";
+  step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, cur[synth::X], 0}}, "x bound back");
+}
+
+// A buffer bound into a workspace that grows before the lock after capture: the old
+// storage is freed, and the next checked step refuses the buffer (it used to launch on
+// the freed memory); bound to the grown storage it runs.
+TEST_F(GraphsTest, CheckedReplayRefusesABufferWhoseWorkspaceGrewAfterCapture) {
+  start();
+  checked_set();
+  cgrt_tensor_desc t{};
+  t.ndim = 1;
+  t.shape[0] = eng.max_rows;
+  t.dtype = CGRT_DTYPE_F32;
+  CUdeviceptr w1 = 0, w2 = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_request(rt, CGRT_LANE_TARGET, "synth.w_in", &t, 1, &w1));
+  cur[synth::WIN] = copy_of(synth::WIN, w1);
+  step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::WIN, w1, 0}}, "w_in in a workspace");
+  t.shape[0] = 4 * eng.max_rows;
+  CGRT_ASSERT_OK(cgrt_workspace_request(rt, CGRT_LANE_TARGET, "synth.w_in", &t, 1, &w2));
+  sentinel_out();
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, nullptr, 0));
+  EXPECT_NE(std::string(cgrt_last_error()).find("'w_in'"), std::string::npos) << cgrt_last_error();
+  EXPECT_TRUE(out_untouched()) << "nothing launched";
+  cur[synth::WIN] = copy_of(synth::WIN, w2);
+  step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::WIN, w2, 0}}, "w_in bound to the grown workspace");
+}
+
+// Copy-in replay: a binding is copied from, so it must lie inside live memory.
+TEST_F(GraphsTest, CheckedCopyInReplayRefusesABindingOutsideLiveMemory) {
+  start();
+  checked_set([](cgrt_graphs_options &o) { o.replay_mode = CGRT_REPLAY_COPY_IN; });
+  step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  sentinel_out();
+  const cgrt_binding bad = {synth::X, 0xdead000, 0};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, &bad, 1));
+  EXPECT_NE(std::string(cgrt_last_error()).find("copy-in binding of 'x'"), std::string::npos) << cgrt_last_error();
+  EXPECT_TRUE(out_untouched()) << "nothing launched";
+  EXPECT_EQ(stats().copies, 0u);
+}
+
+// Declared ranges are live allocations: checked replay keeps their buffer ids.
+TEST_F(GraphsTest, DeclaredRangesMustLieInsideOneLiveAllocation) {
+  start();
+  checked_set();
+  const CUdeviceptr h = eng.alloc(256);
+  ASSERT_NE(h, 0u);
+  cgrt_range never = {0xdead000, 64, "never allocated"}, past = {h, (size_t)1 << 22, "past its allocation"},
+             fine = {h + 64, 192, "inside"};
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_set_ranges(set, &never, 1));
+  EXPECT_NE(std::string(cgrt_last_error()).find("never allocated"), std::string::npos) << cgrt_last_error();
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_set_ranges(set, &past, 1));
+  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &fine, 1));
+}
+
 }  // namespace cgrt_graphs_test

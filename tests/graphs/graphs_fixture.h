@@ -16,12 +16,22 @@
 #include "cgrt/cgrt_fault.h"
 #include "cgrt/cgrt_graphs.h"
 #include "cgrt/cgrt_memory.h"
+#include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
 #include "tests/graphs/synth_engine.h"
 
 namespace cgrt_graphs_test {
 
 using synth::Engine;
+
+// The C reference of gt_scale through the public emulation API (cgrt_module.h).
+inline void scale_ref_public(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
+  int n = *(const int *)(const void *)(p + off[0]);
+  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
+  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
+  float a = *(const float *)(const void *)(p + off[3]);
+  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
+}
 
 class GraphsTest : public ::testing::Test {
  protected:
@@ -58,6 +68,46 @@ class GraphsTest : public ::testing::Test {
     o.device_patch = device_patch;
     make_set(&o);
     CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
+  // A checked set (options.checked_replay) over the engine's buffers, `edit` applied to
+  // its options, captured; cur = the a-side buffers.
+  void checked_set(const std::function<void(cgrt_graphs_options &)> &edit = {}) {
+    cgrt_graphs_options o;
+    eng.options(&o, descs);
+    o.checked_replay = 1;
+    if (edit) edit(o);
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    init_cur();
+  }
+  // Fills OUT with a sentinel; out_untouched() then tells whether a step ran.
+  void sentinel_out() {
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    eng.put(cur[synth::OUT], std::vector<float>((size_t)eng.max_rows, 5.0f));
+  }
+  bool out_untouched() {
+    return eng.get<float>(cur[synth::OUT], (size_t)eng.max_rows) == std::vector<float>((size_t)eng.max_rows, 5.0f);
+  }
+  // Copies what the eager reference's copy of buffer f holds into `to` (memory of f's
+  // size); returns `to`, or 0 after recording a failure.
+  CUdeviceptr copy_of(synth::Buf f, CUdeviceptr to) {
+    if (to == 0 || sync() != CGRT_SUCCESS ||
+        eng.drv->cuMemcpyDtoDAsync(to, eng.b.p[f], eng.a.bytes[f], nullptr) != CUDA_SUCCESS ||
+        sync() != CGRT_SUCCESS) {
+      ADD_FAILURE() << "copying " << synth::kNames[f];
+      return 0;
+    }
+    return to;
+  }
+  // The test fatbin through the module API, with gt_scale's C reference registered for
+  // the emulation: *m (to unload) and *f; both null after a recorded failure.
+  void load_gt_scale(cgrt_module **m, CUfunction *f) {
+    *m = nullptr;
+    *f = nullptr;
+    size_t sizes[4] = {4, 8, 8, 4};
+    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
+    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, m));
+    CGRT_ASSERT_OK(cgrt_module_function(*m, "gt_scale", f));
   }
   // A runtime, the synthetic engine, a captured default set and cur = the a-side buffers.
   void start_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {

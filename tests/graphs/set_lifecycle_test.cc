@@ -1,7 +1,6 @@
 // Graph sets and modules as handles: invalid arguments, destruction with the runtime, a
 // destroyed set, the module API.
 #include "tests/graphs/graphs_fixture.h"
-#include "cgrt/cgrt_module.h"
 
 namespace cgrt_graphs_test {
 
@@ -26,22 +25,12 @@ TEST_F(GraphsTest, InvalidArguments) {
   EXPECT_EQ(cgrt_graphs_destroy(nullptr), CGRT_SUCCESS);
 }
 
-static void scale_ref_public(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  int n = *(const int *)(const void *)(p + off[0]);
-  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
-  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
-  float a = *(const float *)(const void *)(p + off[3]);
-  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
-}
-
 TEST_F(GraphsTest, ModuleApiLoadsAndLaunchesAHostKernel) {
   start();
-  size_t sizes[4] = {4, 8, 8, 4};
-  CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
   cgrt_module *m = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m));
   CUfunction f = nullptr;
-  CGRT_ASSERT_OK(cgrt_module_function(m, "gt_scale", &f));
+  load_gt_scale(&m, &f);
+  ASSERT_NE(f, nullptr);
   CUfunction none = nullptr;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_module_function(m, "no_such_kernel", &none));
   std::vector<float> in(64), out(64);
@@ -88,6 +77,27 @@ TEST_F(GraphsTest, DestroyedSetIsRejected) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_capture(dead));
   EXPECT_EQ(cgrt_graphs_bucket_rows(dead, CGRT_GRAPH_DECODE, 1), 0);
   EXPECT_EQ(cgrt_graphs_bucket_count(dead), 0u);
+}
+
+// Issue 14, item 3: a module whose runtime was destroyed is no longer live (the runtime
+// unloads it with a warning); nothing reads freed memory.
+TEST_F(GraphsTest, ModuleOutlivingItsRuntimeIsNoLongerLive) {
+  start();
+  cgrt_module *m = nullptr, *kept = nullptr;
+  CUfunction f = nullptr;
+  load_gt_scale(&m, &f);
+  ASSERT_NE(f, nullptr);
+  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &kept));
+  CGRT_ASSERT_OK(cgrt_module_unload(kept));  // unloaded before: no warning for it
+  eng.destroy();
+  EXPECT_EQ(cgrt_test::warnings_containing("destroying a module",
+                                           [&] { EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS); }),
+            1u);
+  rt = nullptr;
+  f = nullptr;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_function(m, "gt_scale", &f));
+  EXPECT_EQ(f, nullptr);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_unload(m));
 }
 
 }  // namespace cgrt_graphs_test

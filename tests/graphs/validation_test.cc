@@ -225,8 +225,9 @@ TEST_F(GraphsValidation, SetRangesRefusesEmptyNullAndWrappingRanges) {
     cgrt_range two[2] = {ok, c.bad};
     expect_invalid(cgrt_graphs_set_ranges(set, two, 2), c.field);
   }
-  cgrt_range to_the_end[2] = {ok, {0x1000, (size_t)(0 - (uint64_t)0x1000), "to 2^64"}};  // ends at 2^64
-  CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, to_the_end, 2));
+  // A range that ends exactly at 2^64 does not wrap, but lies in no live allocation.
+  cgrt_range to_the_end[2] = {ok, {0x1000, (size_t)(0 - (uint64_t)0x1000), "to 2^64"}};
+  expect_invalid(cgrt_graphs_set_ranges(set, to_the_end, 2), "is not inside one live device allocation");
   CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, nullptr, 0));
 }
 

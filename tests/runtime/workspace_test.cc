@@ -51,7 +51,7 @@ TEST_F(Workspace, BuffersAreAlignedAndDisjoint) {
   EXPECT_GE(s.bytes_allocated, s.bytes_requested);
   // One allocation: every buffer lies inside the reservation's single range.
   cgrt__alloc_range r[4];
-  ASSERT_EQ(cgrt__runtime_ranges(rt_, r, 4), 1u);
+  ASSERT_EQ(cgrt__buffers_snapshot(rt_, r, 4, nullptr), 1u);
   EXPECT_EQ(r[0].base, p[0]);
   EXPECT_LE(p[2] + 256u * 513 * 4, r[0].base + r[0].bytes);
 }
