@@ -39,20 +39,6 @@ void A(const std::string &name, CaseFn fn, CaseOpts o = {}) { add("args", name, 
 
 // ---- handles that are not live, for every function that takes one ---------------------
 
-enum Bad { B_NULL, B_DEAD, B_FOREIGN, B_MISALIGNED };
-const char *const kBadNames[] = {"NULL handle", "destroyed handle", "foreign pointer as handle",
-                                 "misaligned pointer into a live handle"};
-
-template <class T>
-T *bad_handle(Bad b, T *live, T *dead) {
-  switch (b) {
-    case B_NULL: return nullptr;
-    case B_DEAD: return dead;
-    case B_FOREIGN: return static_cast<T *>(foreign());
-    case B_MISALIGNED: return misaligned(live);
-  }
-  return nullptr;
-}
 
 // fn(world, handle) -> status, for a runtime handle; `want` for a non-live one.
 using RtCall = cgrt_status (*)(World &, cgrt_runtime *);
@@ -263,17 +249,7 @@ void runtime_cases() {
       k.set(&o);
       cgrt_runtime *rt = static_cast<cgrt_runtime *>(foreign());
       cgrt_status st = cgrt_runtime_create(&o, &rt);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status w : k.want) in |= w == st;
-      if (!in) {
-        std::string exp;
-        for (cgrt_status w : k.want) exp += (exp.empty() ? "" : " or ") + name_of(w);
-        c.bad(std::string("cgrt_runtime_create with ") + k.what + ": returned " + name_of(st) + " (\"" + msg +
-              "\"), expected " + exp);
-      } else if (msg.empty()) {
-        c.bad(std::string("cgrt_runtime_create with ") + k.what + ": empty cgrt_last_error()");
-      }
+      c.expect(st, k.want, std::string("cgrt_runtime_create with ") + k.what);
       if (st == OK) {
         cgrt_runtime_destroy(rt);
       } else {
@@ -480,13 +456,7 @@ void workspace_cases() {
       World w(c);
       if (!w.rt) return;
       cgrt_status st = k.call(w.rt);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_workspace_request with ") + k.what + ": returned " + name_of(st) + " (\"" + msg + "\")");
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_workspace_request with ") + k.what + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_workspace_request with ") + k.what);
     });
   }
   A("cgrt_workspace_get_stats/stats NULL", [](Ctx &c) {
@@ -555,14 +525,7 @@ void workspace_cases() {
       if (std::string(k.what).find("overflowing") != std::string::npos)
         bytes = cgrt_counters_decode_bytes(SIZE_MAX / 2, 4, 132);
       cgrt_status st = cgrt_counters_reserve(w.rt, bytes);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_counters_reserve(") + std::to_string(bytes) + "): returned " + name_of(st) + " (\"" +
-              msg + "\")");
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_counters_reserve(") + std::to_string(bytes) + "): empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_counters_reserve(") + std::to_string(bytes) + ")");
       CUdeviceptr p = 0;
       size_t n = 0;
       if (c.expect_ok(cgrt_counters_get(w.rt, &p, &n), "cgrt_counters_get after") && st != OK)
@@ -682,13 +645,7 @@ void memory_cases() {
       CUdeviceptr b = w.buffer(256);
       if (!b) return;
       cgrt_status st = k.call(w, b);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string(k.what) + ": returned " + name_of(st) + " (\"" + msg + "\")");
-      else if (st != OK && msg.empty())
-        c.bad(std::string(k.what) + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string(k.what));
       c.expect_ok(cgrt_runtime_synchronize(w.rt), "the runtime after the bad copy");
     }, co);
   }
@@ -815,13 +772,7 @@ void module_cases() {
       void *args[] = {&n, &p, &p, &a};
       cgrt_status st = cgrt_launch_kernel(w.rt, k.null_fn ? nullptr : f, k.g[0], k.g[1], k.g[2], k.b[0], k.b[1],
                                           k.b[2], k.shmem, nullptr, k.null_args ? nullptr : args);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_launch_kernel with ") + k.what + ": returned " + name_of(st) + " (\"" + msg + "\")");
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_launch_kernel with ") + k.what + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_launch_kernel with ") + k.what);
       c.expect_ok(cgrt_runtime_synchronize(w.rt), "the runtime after the refused launch");
     }, co);
   }
@@ -868,14 +819,7 @@ void module_cases() {
   for (const RegCase &k : kReg)
     A(std::string("cgrt_emulated_kernel_register/") + k.what, [&k](Ctx &c) {
       cgrt_status st = k.call();
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_emulated_kernel_register with ") + k.what + ": returned " + name_of(st) + " (\"" + msg +
-              "\")");
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_emulated_kernel_register with ") + k.what + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_emulated_kernel_register with ") + k.what);
     });
   A("cgrt_emulated_kernel_register/the name of one of cgrt's own kernels", [](Ctx &c) {
     // cgrt's embedded kernels run their built-in references on the emulation; a host
@@ -1126,14 +1070,7 @@ void graphs_cases() {
       k.set(&o, w);
       cgrt_graphs *s = static_cast<cgrt_graphs *>(foreign());
       cgrt_status st = cgrt_graphs_create(w.rt, &o, &s);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_graphs_create with ") + k.what + ": returned " + name_of(st) +
-              (st != OK ? " (\"" + msg + "\")" : std::string()));
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_graphs_create with ") + k.what + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_graphs_create with ") + k.what);
       if (st == OK)
         cgrt_graphs_destroy(s);
       else
@@ -1385,13 +1322,7 @@ void graphs_cases() {
       cgrt_graphs *s = w.graphs(k.tweak);
       if (!s) return;
       cgrt_status st = k.call(w, s);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string(k.what) + ": returned " + name_of(st) + (st != OK ? " (\"" + msg + "\")" : std::string()));
-      else if (st != OK && msg.empty())
-        c.bad(std::string(k.what) + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string(k.what));
     });
   A("cgrt_graphs_step/before cgrt_graphs_capture", [](Ctx &c) {
     World w(c);
@@ -1411,11 +1342,7 @@ void graphs_cases() {
 void mla_cases() {
   A("cgrt_mla_options_init/NULL", [](Ctx &) { cgrt_mla_options_init(nullptr); });
   runtime_handle_cases("cgrt_mla_plan_create", [](World &, cgrt_runtime *rt) {
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = 1;
-    o.heads = 16;
-    o.max_model_len = 64;
+    cgrt_mla_options o = small_mla(1);
     cgrt_mla_plan *p = nullptr;
     cgrt_status st = cgrt_mla_plan_create(rt, &o, &p);
     cgrt_mla_plan_destroy(p);
@@ -1477,22 +1404,11 @@ void mla_cases() {
     A(std::string("cgrt_mla_plan_create/") + k.what, [&k](Ctx &c) {
       World w(c);
       if (!w.rt) return;
-      cgrt_mla_options o;
-      cgrt_mla_options_init(&o);
-      o.max_num_seqs = 2;
-      o.heads = 16;
-      o.max_model_len = 128;
+      cgrt_mla_options o = small_mla(2);
       k.set(&o);
       cgrt_mla_plan *p = static_cast<cgrt_mla_plan *>(foreign());
       cgrt_status st = cgrt_mla_plan_create(w.rt, &o, &p);
-      std::string msg = cgrt_last_error();
-      bool in = false;
-      for (cgrt_status x : k.want) in |= x == st;
-      if (!in)
-        c.bad(std::string("cgrt_mla_plan_create with ") + k.what + ": returned " + name_of(st) +
-              (st != OK ? " (\"" + msg + "\")" : std::string()));
-      else if (st != OK && msg.empty())
-        c.bad(std::string("cgrt_mla_plan_create with ") + k.what + ": empty cgrt_last_error()");
+      c.expect(st, k.want, std::string("cgrt_mla_plan_create with ") + k.what);
       if (st == OK)
         cgrt_mla_plan_destroy(p);
       else
@@ -1505,11 +1421,7 @@ void mla_cases() {
   });
   A("cgrt_mla_plan_create/out NULL", [](Ctx &c) {
     World w(c);
-    cgrt_mla_options o;
-    cgrt_mla_options_init(&o);
-    o.max_num_seqs = 1;
-    o.heads = 16;
-    o.max_model_len = 64;
+    cgrt_mla_options o = small_mla(1);
     if (w.rt) c.expect(cgrt_mla_plan_create(w.rt, &o, nullptr), {IA}, "plan_create(rt, &o, NULL)");
   });
   for (Bad b : {B_NULL, B_DEAD, B_FOREIGN, B_MISALIGNED})

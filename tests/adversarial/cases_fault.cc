@@ -154,11 +154,7 @@ class Workload {
     cur_.assign(eng_.a, eng_.a + NB);
     if (!op("cgrt_counters_reserve", {DRV, OOM}, [&] { return cgrt_counters_reserve(rt_, 4096); })) return false;
     if (!op("cgrt_mla_plan_create", {DRV, OOM}, [&] {
-          cgrt_mla_options o;
-          cgrt_mla_options_init(&o);
-          o.max_num_seqs = 1;
-          o.heads = 16;
-          o.max_model_len = 64;
+          cgrt_mla_options o = small_mla(1);
           return cgrt_mla_plan_create(rt_, &o, &plan_);
         }))
       return false;

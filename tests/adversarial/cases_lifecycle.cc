@@ -28,15 +28,6 @@ const cgrt_status OK = CGRT_SUCCESS, IA = CGRT_ERROR_INVALID_ARGUMENT, IH = CGRT
 
 void L(const std::string &name, CaseFn fn, CaseOpts o = {}) { add("lifecycle", name, std::move(fn), o); }
 
-cgrt_mla_options small_mla() {
-  cgrt_mla_options o;
-  cgrt_mla_options_init(&o);
-  o.max_num_seqs = 2;
-  o.heads = 16;
-  o.max_model_len = 128;
-  return o;
-}
-
 cgrt_status info_of(cgrt_runtime *rt) {
   cgrt_runtime_info i;
   memset(&i, 0, sizeof i);
@@ -360,26 +351,6 @@ void lock_cases() {
 
 // ---- calls during capture ---------------------------------------------------------------------
 
-// A set whose enqueue callback, while capturing, makes one call that the headers forbid
-// (or allow) during capture, once.
-struct CaptureProbe {
-  Engine *eng = nullptr;
-  World *w = nullptr;
-  std::function<cgrt_status()> call;
-  bool done = false;
-  cgrt_status got = OK;
-  std::string msg;
-  static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
-    CaptureProbe *p = static_cast<CaptureProbe *>(user);
-    if (d->capturing && !p->done && p->call) {
-      p->done = true;
-      p->got = p->call();
-      p->msg = cgrt_last_error();
-    }
-    return p->eng->enqueue(s, d->padded_rows, d->buffers);
-  }
-};
-
 // call(world, engine, scratch): scratch is 64 bytes of device memory of its own.
 using ProbeCall = std::function<cgrt_status(World &, Engine &, CUdeviceptr)>;
 void capture_case(const std::string &what, ProbeCall call, std::vector<cgrt_status> want,
@@ -391,30 +362,17 @@ void capture_case(const std::string &what, ProbeCall call, std::vector<cgrt_stat
     // Made before the capture: what the probe needs.
     CUdeviceptr scratch = w.buffer(64);
     if (other_set && !w.graphs()) return;
-    CaptureProbe probe;
-    probe.eng = e;
-    probe.w = &w;
-    probe.call = [&] { return call(w, *e, scratch); };
-    cgrt_graphs_options o;
-    e->options(&o, w.descs);
-    int sizes[] = {2};
-    o.capture_sizes = sizes;
-    o.num_capture_sizes = 1;
-    o.block_len = 0;
-    o.enqueue = CaptureProbe::enqueue;
-    o.user = &probe;
+    cgrt_status got = OK;
+    std::string msg;
     cgrt_graphs *s = nullptr;
-    if (!c.expect_ok(cgrt_graphs_create(w.rt, &o, &s), "cgrt_graphs_create")) return;
-    cgrt_status cap = cgrt_graphs_capture(s);
-    c.check(probe.done, "the enqueue callback never ran under capture");
-    bool in = false;
-    for (cgrt_status x : want) in |= x == probe.got;
-    std::string exp;
-    for (cgrt_status x : want) exp += (exp.empty() ? "" : " or ") + name_of(x);
-    if (!in)
-      c.bad(what + " during capture: returned " + name_of(probe.got) + " (\"" + probe.msg + "\"), expected " + exp);
-    else if (probe.got != OK && probe.msg.empty())
-      c.bad(what + " during capture: returned " + name_of(probe.got) + " with an empty cgrt_last_error()");
+    cgrt_status cap = w.capture_with_probe(
+        [&](CUstream) {
+          got = call(w, *e, scratch);
+          msg = cgrt_last_error();
+        },
+        &s);
+    if (!s) return;
+    c.expect_msg(got, msg, want, what + " during capture");
     c.expect(cap, {OK, CGRT_ERROR_CAPTURE_FAILED}, "cgrt_graphs_capture around it");
     // The set, the stream and the thread recover: capture again (the probe is spent).
     if (cap != OK) c.expect_ok(cgrt_graphs_capture(s), "cgrt_graphs_capture again");

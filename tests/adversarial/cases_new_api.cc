@@ -24,34 +24,6 @@ namespace {
 const cgrt_status OK = CGRT_SUCCESS, IA = CGRT_ERROR_INVALID_ARGUMENT, IH = CGRT_ERROR_INVALID_HANDLE,
                   DRV = CGRT_ERROR_DRIVER, OOM = CGRT_ERROR_OUT_OF_MEMORY, CAP = CGRT_ERROR_CAPTURING;
 
-enum Bad { B_NULL, B_DEAD, B_FOREIGN, B_MISALIGNED };
-const char *const kBadNames[] = {"NULL handle", "destroyed handle", "foreign pointer as handle",
-                                 "misaligned pointer into a live handle"};
-template <class T>
-T *bad_handle(Bad b, T *live, T *dead) {
-  switch (b) {
-    case B_NULL: return nullptr;
-    case B_DEAD: return dead;
-    case B_FOREIGN: return static_cast<T *>(foreign());
-    case B_MISALIGNED: return misaligned(live);
-  }
-  return nullptr;
-}
-
-bool want(Ctx &c, cgrt_status st, std::vector<cgrt_status> ok, const std::string &what) {
-  std::string msg = cgrt_last_error();
-  bool in = false;
-  for (cgrt_status x : ok) in |= x == st;
-  if (!in) {
-    c.bad(what + ": returned " + name_of(st) + (st != OK ? " (\"" + msg + "\")" : std::string()));
-    return false;
-  }
-  if (st != OK && msg.empty()) {
-    c.bad(what + ": " + name_of(st) + " with an empty cgrt_last_error()");
-    return false;
-  }
-  return true;
-}
 
 // ---- cgrt_mem_* -----------------------------------------------------------------------------
 
@@ -217,7 +189,7 @@ void mem_args() {
   for (const A &k : kArgs)
     add("args", k.what, [&k](Ctx &c) {
       World w(c);
-      if (w.rt) want(c, k.call(w), k.want, k.what);
+      if (w.rt) c.expect(k.call(w), k.want, k.what);
     }, CaseOpts{60, k.emu_only});
 }
 
@@ -294,37 +266,21 @@ void mem_lifecycle() {
   }, CaseOpts{60, "host-backed arrays exist on the emulation only"});
   add("lifecycle", "cgrt_mem_alloc and cgrt_mem_free during capture are refused", [](Ctx &c) {
     World w(c);
-    Engine *e = w.engine();
-    if (!e) return;
-    struct P {
-      Engine *e;
-      cgrt_runtime *rt;
-      cgrt_status a = OK, f = OK;
-      CUdeviceptr live = 0, got = 0;
-      bool done = false;
-    } p{e, w.rt};
-    if (!c.expect_ok(cgrt_mem_alloc(w.rt, 256, &p.live), "alloc before")) return;
-    cgrt_graphs_options o;
-    e->options(&o, w.descs);
-    o.block_len = 0;
-    o.user = &p;
-    o.enqueue = [](void *u, CUstream s, const cgrt_batch_desc *d) {
-      P *x = static_cast<P *>(u);
-      if (d->capturing && !x->done) {
-        x->done = true;
-        x->a = cgrt_mem_alloc(x->rt, 256, &x->got);
-        x->f = cgrt_mem_free(x->rt, x->live);
-      }
-      return x->e->enqueue(s, d->padded_rows, d->buffers);
-    };
+    CUdeviceptr live = 0, got = 0;
+    if (!w.rt || !c.expect_ok(cgrt_mem_alloc(w.rt, 256, &live), "alloc before")) return;
+    cgrt_status a = OK, f = OK;
     cgrt_graphs *s = nullptr;
-    if (!c.expect_ok(cgrt_graphs_create(w.rt, &o, &s), "create")) return;
-    cgrt_status cap = cgrt_graphs_capture(s);
+    cgrt_status cap = w.capture_with_probe(
+        [&](CUstream) {
+          a = cgrt_mem_alloc(w.rt, 256, &got);
+          f = cgrt_mem_free(w.rt, live);
+        },
+        &s);
     c.expect(cap, {OK, CGRT_ERROR_CAPTURE_FAILED}, "capture");
-    c.check(p.a == CAP, "cgrt_mem_alloc during capture returned " + name_of(p.a));
-    c.check(p.f == CAP, "cgrt_mem_free during capture returned " + name_of(p.f));
-    if (p.got) cgrt_mem_free(w.rt, p.got);
-    c.expect_ok(cgrt_mem_free(w.rt, p.live), "the allocation is freed after the capture");
+    c.check(a == CAP, "cgrt_mem_alloc during capture returned " + name_of(a));
+    c.check(f == CAP, "cgrt_mem_free during capture returned " + name_of(f));
+    if (got) cgrt_mem_free(w.rt, got);
+    c.expect_ok(cgrt_mem_free(w.rt, live), "the allocation is freed after the capture");
     c.expect_ok(cgrt_graphs_destroy(s), "destroy");
   });
   add("lifecycle", "cgrt_runtime_destroy frees live cgrt_mem_alloc allocations (one WARN each)", [](Ctx &c) {
@@ -492,7 +448,7 @@ void event_args() {
       if (!w.rt || !c.expect_ok(cgrt_event_create(w.rt, &a), "create") ||
           !c.expect_ok(cgrt_event_create(w.rt, &b), "create"))
         return;
-      want(c, k.call(w, a, b), k.want, k.what);
+      c.expect(k.call(w, a, b), k.want, k.what);
       cgrt_event_destroy(a);
       cgrt_event_destroy(b);
     });
@@ -537,46 +493,32 @@ void event_lifecycle() {
   });
   add("lifecycle", "events during capture: record allowed, synchronize/query/elapsed refused", [](Ctx &c) {
     World w(c);
-    Engine *e = w.engine();
-    if (!e) return;
-    struct P {
-      Engine *e;
-      cgrt_event *ev;
-      cgrt_status rec = OK, sync = OK, query = OK;
-      bool done = false;
-    } p{e, nullptr};
-    if (!c.expect_ok(cgrt_event_create(w.rt, &p.ev), "create")) return;
-    cgrt_graphs_options o;
-    e->options(&o, w.descs);
-    o.block_len = 0;
-    o.user = &p;
-    o.enqueue = [](void *u, CUstream s, const cgrt_batch_desc *d) {
-      P *x = static_cast<P *>(u);
-      if (d->capturing && !x->done) {
-        x->done = true;
-        x->rec = cgrt_event_record(x->ev, s);
-        x->sync = cgrt_event_synchronize(x->ev);
-        int done;
-        x->query = cgrt_event_query(x->ev, &done);
-      }
-      return x->e->enqueue(s, d->padded_rows, d->buffers);
-    };
+    cgrt_event *ev = nullptr;
+    if (!w.rt || !c.expect_ok(cgrt_event_create(w.rt, &ev), "create")) return;
+    cgrt_status rec = OK, sync = OK, query = OK;
     cgrt_graphs *s = nullptr;
-    if (!c.expect_ok(cgrt_graphs_create(w.rt, &o, &s), "create")) return;
-    c.expect(cgrt_graphs_capture(s), {OK, CGRT_ERROR_CAPTURE_FAILED}, "capture");
-    c.check(p.rec == OK, "cgrt_event_record on the capturing stream returned " + name_of(p.rec));
-    c.check(p.sync == CAP, "cgrt_event_synchronize during capture returned " + name_of(p.sync));
-    c.check(p.query == CAP, "cgrt_event_query during capture returned " + name_of(p.query));
+    cgrt_status cap = w.capture_with_probe(
+        [&](CUstream st) {
+          rec = cgrt_event_record(ev, st);
+          sync = cgrt_event_synchronize(ev);
+          int done;
+          query = cgrt_event_query(ev, &done);
+        },
+        &s);
+    c.expect(cap, {OK, CGRT_ERROR_CAPTURE_FAILED}, "capture");
+    c.check(rec == OK, "cgrt_event_record on the capturing stream returned " + name_of(rec));
+    c.check(sync == CAP, "cgrt_event_synchronize during capture returned " + name_of(sync));
+    c.check(query == CAP, "cgrt_event_query during capture returned " + name_of(query));
     float ms;
     cgrt_event *other = nullptr;
     if (c.expect_ok(cgrt_event_create(w.rt, &other), "create")) {
       c.expect_ok(cgrt_event_record(other, nullptr), "record outside capture");
-      c.expect(cgrt_event_elapsed_ms(other, p.ev, &ms), {CAP, IA}, "elapsed to an event recorded in a capture");
+      c.expect(cgrt_event_elapsed_ms(other, ev, &ms), {CAP, IA}, "elapsed to an event recorded in a capture");
       cgrt_event_destroy(other);
     }
-    c.expect_ok(cgrt_event_record(p.ev, nullptr), "record again outside capture");
-    c.expect_ok(cgrt_event_synchronize(p.ev), "then synchronize");
-    cgrt_event_destroy(p.ev);
+    c.expect_ok(cgrt_event_record(ev, nullptr), "record again outside capture");
+    c.expect_ok(cgrt_event_synchronize(ev), "then synchronize");
+    cgrt_event_destroy(ev);
     c.expect_ok(cgrt_graphs_destroy(s), "destroy");
   });
   add("threads", "8 threads record, query, synchronize and time events", [](Ctx &c) {

@@ -405,11 +405,7 @@ void graphs_cases() {
     run_threads(c, [&](int t, Ctx &x) {
       bar.wait();
       for (int i = 0; i < n; i++) {
-        cgrt_mla_options o;
-        cgrt_mla_options_init(&o);
-        o.max_num_seqs = 1;
-        o.heads = 16;
-        o.max_model_len = 64;
+        cgrt_mla_options o = small_mla(1);
         o.lane = t;
         cgrt_mla_plan *p = nullptr;
         if (!x.expect_ok(cgrt_mla_plan_create(w.rt, &o, &p), "plan create")) return;

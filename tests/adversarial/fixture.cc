@@ -60,6 +60,9 @@ cgrt_runtime *dead_runtime(Ctx &c) {
   return rt;
 }
 
+const char *const kBadNames[4] = {"NULL handle", "destroyed handle", "foreign pointer as handle",
+                                  "misaligned pointer into a live handle"};
+
 void *foreign() {
   alignas(64) static unsigned char junk[4096];
   memset(junk, 0xA5, sizeof junk);

@@ -40,6 +40,20 @@ T *misaligned(T *p) {
   return reinterpret_cast<T *>(reinterpret_cast<uintptr_t>(p) + 1);
 }
 
+// The four kinds of handle that are not live, and one of each given a live and a dead one.
+enum Bad { B_NULL, B_DEAD, B_FOREIGN, B_MISALIGNED };
+extern const char *const kBadNames[4];
+template <class T>
+T *bad_handle(Bad b, T *live, T *dead) {
+  switch (b) {
+    case B_NULL: return nullptr;
+    case B_DEAD: return dead;
+    case B_FOREIGN: return static_cast<T *>(foreign());
+    case B_MISALIGNED: return misaligned(live);
+  }
+  return nullptr;
+}
+
 // One dense 1-D tensor.
 cgrt_tensor_desc desc1(int64_t n, cgrt_dtype t);
 

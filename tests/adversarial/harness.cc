@@ -48,6 +48,7 @@ extern "C" int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 // A huge size handed to malloc is a failure cgrt must handle (a NULL), not a sanitizer
 // report: the library's answer (a status) is what the cases check.
 extern "C" const char *__asan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char *__tsan_default_options() { return "allocator_may_return_null=1"; }
 
 namespace adv {
 
@@ -141,6 +142,11 @@ std::string sanitizer_report(const std::string &text) {
   std::string head = text.substr(bol, text.find('\n', best) - bol);
   size_t s = text.find("SUMMARY:", best);
   if (s != std::string::npos) head += " / " + text.substr(s, text.find('\n', s) - s);
+  // Object paths (" (/.../libx.so+0x1234)") say less than the function after them.
+  for (size_t p; (p = head.find(" (/")) != std::string::npos;) {
+    size_t e = head.find(')', p);
+    head.erase(p, e == std::string::npos ? std::string::npos : e - p + 1);
+  }
   return clip(head, 500);
 }
 
@@ -541,7 +547,15 @@ int run_all(const Options &o) {
 }  // namespace
 
 bool Ctx::expect(cgrt_status got, std::initializer_list<cgrt_status> want, const std::string &what) {
-  std::string msg = cgrt_last_error();
+  return expect(got, std::vector<cgrt_status>(want), what);
+}
+
+bool Ctx::expect(cgrt_status got, const std::vector<cgrt_status> &want, const std::string &what) {
+  return expect_msg(got, cgrt_last_error(), want, what);
+}
+
+bool Ctx::expect_msg(cgrt_status got, const std::string &msg, const std::vector<cgrt_status> &want,
+                     const std::string &what) {
   bool in = false;
   for (cgrt_status w : want) in |= w == got;
   if (!in) {

@@ -29,6 +29,10 @@ class Ctx {
   // cgrt_last_error() (read here, so call this right after the call under test).
   // Returns true when both hold.
   bool expect(cgrt_status got, std::initializer_list<cgrt_status> want, const std::string &what);
+  bool expect(cgrt_status got, const std::vector<cgrt_status> &want, const std::string &what);
+  // The same for a status and message read earlier (e.g. inside a callback).
+  bool expect_msg(cgrt_status got, const std::string &msg, const std::vector<cgrt_status> &want,
+                  const std::string &what);
   bool expect_ok(cgrt_status got, const std::string &what) { return expect(got, {CGRT_SUCCESS}, what); }
   // A check of the case's own: false records `what` as a misbehaviour.
   bool check(bool ok, const std::string &what);

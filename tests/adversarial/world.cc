@@ -17,6 +17,16 @@ EngineConfig small_engine() {
   return e;
 }
 
+cgrt_mla_options small_mla(int max_num_seqs, int block_len) {
+  cgrt_mla_options o;
+  cgrt_mla_options_init(&o);
+  o.max_num_seqs = max_num_seqs;
+  o.block_len = block_len;
+  o.heads = 16;
+  o.max_model_len = 64 * max_num_seqs;
+  return o;
+}
+
 World::World(Ctx &ctx, int fault_injection) : c(ctx) { rt = new_runtime(c, fault_injection); }
 
 World::~World() {
@@ -59,12 +69,7 @@ CUfunction World::function() {
 
 cgrt_mla_plan *World::plan() {
   if (plan_ != nullptr || rt == nullptr) return plan_;
-  cgrt_mla_options o;
-  cgrt_mla_options_init(&o);
-  o.max_num_seqs = 2;
-  o.block_len = 2;
-  o.heads = 16;
-  o.max_model_len = 128;
+  cgrt_mla_options o = small_mla(2, 2);
   if (!c.expect_ok(cgrt_mla_plan_create(rt, &o, &plan_), "cgrt_mla_plan_create (world)")) plan_ = nullptr;
   return plan_;
 }
@@ -98,6 +103,34 @@ cgrt_mla_args World::mla_args() {
   return args_;
 }
 
+cgrt_status World::capture_with_probe(std::function<void(CUstream)> probe, cgrt_graphs **out) {
+  *out = nullptr;
+  Engine *e = engine();
+  if (e == nullptr) return CGRT_ERROR_INTERNAL;
+  probe_.eng = e;
+  probe_.fn = std::move(probe);
+  probe_.done = false;
+  cgrt_graphs_options o;
+  e->options(&o, descs);
+  static const int sizes[] = {2};
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 1;
+  o.block_len = 0;
+  o.user = &probe_;
+  o.enqueue = [](void *user, CUstream s, const cgrt_batch_desc *d) {
+    Probe *p = static_cast<Probe *>(user);
+    if (d->capturing && !p->done) {
+      p->done = true;
+      p->fn(s);
+    }
+    return p->eng->enqueue(s, d->padded_rows, d->buffers);
+  };
+  if (!c.expect_ok(cgrt_graphs_create(rt, &o, out), "cgrt_graphs_create (probe)")) return CGRT_ERROR_INTERNAL;
+  cgrt_status st = cgrt_graphs_capture(*out);
+  c.check(probe_.done, "the enqueue callback never ran under capture");
+  return st;
+}
+
 cgrt_graphs *World::dead_graphs() {
   Engine *e = engine();
   if (e == nullptr) return nullptr;
@@ -112,11 +145,7 @@ cgrt_graphs *World::dead_graphs() {
 
 cgrt_mla_plan *World::dead_plan() {
   if (rt == nullptr) return nullptr;
-  cgrt_mla_options o;
-  cgrt_mla_options_init(&o);
-  o.max_num_seqs = 1;
-  o.heads = 16;
-  o.max_model_len = 64;
+  cgrt_mla_options o = small_mla(1);
   cgrt_mla_plan *p = nullptr;
   if (!c.expect_ok(cgrt_mla_plan_create(rt, &o, &p), "cgrt_mla_plan_create (dead plan)")) return nullptr;
   cgrt_mla_plan_destroy(p);

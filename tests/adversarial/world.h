@@ -4,6 +4,8 @@
 #ifndef CGRT_TESTS_ADVERSARIAL_WORLD_H
 #define CGRT_TESTS_ADVERSARIAL_WORLD_H
 
+#include <functional>
+
 #include "cgrt/cgrt_graphs.h"
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
@@ -15,6 +17,8 @@ namespace adv {
 
 // The engine configuration of the small worlds: 4 requests, block mode k = 2.
 EngineConfig small_engine();
+// MLA options of a small plan: 16 heads, max_model_len 64 x max_num_seqs.
+cgrt_mla_options small_mla(int max_num_seqs = 2, int block_len = 1);
 
 class World {
  public:
@@ -38,6 +42,12 @@ class World {
   // A device buffer of `bytes` (a workspace reservation of its own).
   CUdeviceptr buffer(size_t bytes);
 
+  // A decode-only set over the engine's buffers (one bucket of 2 rows) whose enqueue
+  // callback, the first time it runs under capture, calls probe(capture stream) before
+  // the step. Creates and captures it; returns the capture's status (*out holds the set,
+  // NULL if it could not be made, recorded).
+  cgrt_status capture_with_probe(std::function<void(CUstream)> probe, cgrt_graphs **out);
+
   // Handles made and destroyed again.
   cgrt_graphs *dead_graphs();
   cgrt_mla_plan *dead_plan();
@@ -53,6 +63,11 @@ class World {
   cgrt_mla_args args_{};
   bool args_made_ = false;
   int buffers_ = 0;
+  struct Probe {
+    Engine *eng = nullptr;
+    std::function<void(CUstream)> fn;
+    bool done = false;
+  } probe_;
 };
 
 }  // namespace adv
