@@ -1,7 +1,8 @@
 // Category "fault": a fault at every driver call of a full workload (runtime, engine
 // warm-up, reservations, counters, an MLA plan, the lock, a graph set with checked
 // replay, its capture, steps with rebinding checked against eager, a draft loop, an MLA
-// decode, verification, teardown), through cgrt_fault.h, in two modes:
+// decode, verification, teardown; the draft loop is a conditional WHILE node where the
+// driver has them), through cgrt_fault.h, in two modes:
 //   once/<symbol>#<k>:   the k-th call of <symbol> fails once;
 //   sticky/<symbol>#<k>: every call of <symbol> from its k-th on fails (a persistent
 //                        fault), until the workload sees a failure.
@@ -176,6 +177,7 @@ class Workload {
           o.num_capture_sizes = 3;
           o.checked_replay = 1;
           o.draft_steps = 2;
+          o.draft_while = 1;
           return cgrt_graphs_create(rt_, &o, &set_);
         }))
       return false;

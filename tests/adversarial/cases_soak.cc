@@ -1,10 +1,12 @@
 // Category "soak": seeded random steps checked against eager, one case per replay mode
 // (pointer update with checked replay and draft loops, pointer update patched on the
-// device, copy-in, whole-graph update with draft loops). Every step picks a mode, a
+// device, copy-in, whole-graph update with draft loops, pointer update with draft loops
+// as conditional WHILE nodes: every request stays active for both steps, so the loop
+// runs them both and equals two eager steps). Every step picks a mode, a
 // request count (past the largest bucket too: eager fallback), moves random buffers to
 // another copy of the same contents (metadata buffers included), runs the step and the
 // eager twin and compares every output, the KV cache, the metadata and the padding rows.
-// The CI slice runs 1,000 steps per mode; --full runs 25,000 per mode (10^5 in
+// The CI slice runs 1,000 steps per mode; --full runs 25,000 per mode (125,000 in
 // all). A divergence names the step and the seed; `--only=soak/<mode> --seed=N` replays it.
 #include <cstring>
 #include <random>
@@ -23,14 +25,15 @@ namespace {
 struct Variant {
   const char *name;
   cgrt_replay_mode mode;
-  int device_patch, checked, draft;
+  int device_patch, checked, draft, draft_while;
 };
 
 const Variant kVariants[] = {
-    {"pointer update, checked replay, draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 1, 1},
-    {"pointer update patched on the device", CGRT_REPLAY_POINTER_UPDATE, 1, 0, 0},
-    {"copy-in", CGRT_REPLAY_COPY_IN, 0, 0, 0},
-    {"whole-graph update, draft loops", CGRT_REPLAY_EXEC_UPDATE, 0, 0, 1},
+    {"pointer update, checked replay, draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 1, 1, 0},
+    {"pointer update patched on the device", CGRT_REPLAY_POINTER_UPDATE, 1, 0, 0, 0},
+    {"copy-in", CGRT_REPLAY_COPY_IN, 0, 0, 0, 0},
+    {"whole-graph update, draft loops", CGRT_REPLAY_EXEC_UPDATE, 0, 0, 1, 0},
+    {"pointer update, WHILE draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 0, 1, 1},
 };
 
 void soak(Ctx &c, const Variant &v, int index) {
@@ -54,6 +57,7 @@ void soak(Ctx &c, const Variant &v, int index) {
   o.device_patch = v.device_patch;
   o.checked_replay = v.checked;
   o.draft_steps = v.draft ? 2 : 0;
+  o.draft_while = v.draft_while;
   cgrt_graphs *s = nullptr;
   if (c.expect_ok(cgrt_graphs_create(w.rt, &o, &s), "cgrt_graphs_create") &&
       c.expect_ok(cgrt_graphs_capture(s), "cgrt_graphs_capture")) {
@@ -105,6 +109,7 @@ void soak(Ctx &c, const Variant &v, int index) {
       c.check(st.steps + st.draft_loops >= (uint64_t)steps, "fewer steps counted than run");
       c.check(moved > steps / 4, "the soak moved only " + std::to_string(moved) + " buffers");
       c.check(st.eager_fallbacks > 0, "no step ran past the largest bucket");
+      if (v.draft_while) c.check(st.draft_while_loops > 0, "no draft loop ran as a WHILE graph");
     }
   }
   c.expect_ok(cgrt_graphs_destroy(s), "cgrt_graphs_destroy");

@@ -2,10 +2,12 @@
 // children, turns crashes, hangs, sanitizer reports, leaks and failed expectations into
 // misbehaviours, and prints the counts.
 //
-// Usage: adversarial [--full] [--seed=N] [--only=PREFIX[,PREFIX...]] [--list] [--no-fork]
+// Usage: adversarial [--full] [--seed=N] [--only=PREFIX[,PREFIX...]] [--shard=K/N] [--list]
+//                    [--no-fork]
 //   (no flag)  the CI slice: every case, with bounded fault sweeps, threads and soak;
 //   --full     every fault point in both modes, the 10^5-step soak, longer thread runs;
 //   --only     cases whose "category/name" starts with one of the prefixes;
+//   --shard    the K-th of N parts (by a hash of the case name; plans always run);
 //   --no-fork  run in this process (a crash ends the run; for debuggers).
 #include "tests/adversarial/harness.h"
 
@@ -83,6 +85,7 @@ struct Options {
   bool full = false, list = false, fork = true;
   uint64_t seed = 1;
   std::vector<std::string> only;
+  unsigned shard = 0, shards = 1;  // --shard=K/N: the cases whose name hashes to K mod N
 };
 
 std::string clip(std::string s, size_t n = 400) {
@@ -150,7 +153,14 @@ std::string sanitizer_report(const std::string &text) {
   return clip(head, 500);
 }
 
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
 bool selected(const Options &o, const std::string &full_name, const std::string &cat, bool plan) {
+  if (!plan && fnv1a(full_name) % o.shards != o.shard) return false;
   if (o.only.empty()) return true;
   for (const std::string &p : o.only) {
     if (full_name.compare(0, p.size(), p) == 0) return true;
@@ -626,6 +636,8 @@ int main(int argc, char **argv) {
       o.fork = false;
     } else if (a.compare(0, 7, "--seed=") == 0) {
       o.seed = strtoull(a.c_str() + 7, nullptr, 10);
+    } else if (a.compare(0, 8, "--shard=") == 0 &&
+               sscanf(a.c_str() + 8, "%u/%u", &o.shard, &o.shards) == 2 && o.shards > 0 && o.shard < o.shards) {
     } else if (a.compare(0, 7, "--only=") == 0) {
       std::string s = a.substr(7);
       size_t p;
@@ -636,7 +648,7 @@ int main(int argc, char **argv) {
       if (!s.empty()) o.only.push_back(s);
     } else {
       fprintf(stderr,
-              "usage: %s [--full] [--seed=N] [--only=PREFIX[,PREFIX...]] [--list] [--no-fork]\n"
+              "usage: %s [--full] [--seed=N] [--only=PREFIX[,PREFIX...]] [--shard=K/N] [--list] [--no-fork]\n"
               "  categories: args, lifecycle, fault, threads, soak\n",
               argv[0]);
       return 2;
