@@ -46,6 +46,12 @@ run() {  # name, timeout, command...
 run runtime_test 120 "$B/runtime_test"
 run fault_test 300 "$B/fault_test"
 run c_api_test 60 "$B/c_api_test"
+run event_test 60 "$B/event_test"
+run runtime_validation_test 60 "$B/runtime_validation_test"
+run graphs_validation_test 60 "$B/graphs_validation_test"
+run driver_select_test 60 "$B/driver_select_test"
+# The adversarial suite with the real driver (issue 14): its full run, every fault point.
+run adversarial_test 420 "$B/adversarial" --full
 run graphs_test 150 "$B/graphs_test"
 run mla_test 420 "$B/mla_test"
 run mla_wgmma_test 150 "$B/mla_wgmma_test"
