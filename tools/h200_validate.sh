@@ -5,6 +5,7 @@
 #   bazel build --config=gpu //tests/... //examples:engine_demo \
 #     //bench/mla_decode:mla_decode_bench //bench/replay_latency:replay_latency
 # copied (with bench/replay_latency/torch_replay.py) into the folder given as $1.
+# NO_AB=1: the MLA benchmark without its interleaved A/B variants, the rest in full.
 # QUICK=1: the MLA benchmark without the interleaved A/B variants, and no replay
 # benchmark, PTX-JIT graphs run or racecheck (a re-check after a change that leaves the
 # graph layer alone).
@@ -27,6 +28,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 QUICK=${QUICK:-0}
 AB=--ab
 [ "$QUICK" = 1 ] && AB=
+[ "${NO_AB:-0}" = 1 ] && AB=  # everything but the MLA A/B variants (fits one 10-minute call)
 timeout 300 "$B/mla_decode_bench" $AB --out "$O/mla_decode_h200.json" > "$O/mla_bench.log" 2>&1
 echo "mla_decode_bench rc=$?" >> "$O/mla_bench.log"
 if [ "$QUICK" != 1 ]; then
