@@ -20,6 +20,7 @@
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_runtime.h"
 #include "cgrt/cgrt_status.h"
+#include "cgrt/cgrt_version.h"
 #include "cgrt/cgrt_workspace.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
@@ -1512,6 +1513,15 @@ void mla_cases() {
   });
 }
 
+// ---- cgrt_version: takes nothing, so its case checks the one thing it promises -----------------
+
+void version_case() {
+  A("cgrt_version/matches the headers and can be called before anything else", [](Ctx &c) {
+    c.check(cgrt_version() == CGRT_VERSION, "cgrt_version() is " + std::to_string(cgrt_version()) +
+                                                ", the headers say " + std::to_string(CGRT_VERSION));
+  });
+}
+
 // ---- every public function has cases here ---------------------------------------------------
 
 void coverage_case() {
@@ -1540,6 +1550,7 @@ Register reg([] {
   fault_cases();
   graphs_cases();
   mla_cases();
+  version_case();
   coverage_case();
 });
 
