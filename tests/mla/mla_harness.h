@@ -225,6 +225,8 @@ class Harness : public ::testing::Test {
       }
     }
     for (const std::string &k : step_kernels(plan, a)) launched_.insert(k);  // after the warm-up
+    last_out_ = out;
+    last_lse_ = lse;
 
     // Host fp32 reference, full context per row.
     double num = 0, den = 0, max_dlse = 0;
@@ -328,6 +330,8 @@ class Harness : public ::testing::Test {
   bool emulated_ = false;
   std::vector<CUdeviceptr> allocs_;
   std::set<std::string> launched_;  // the kernels of the steps check() ran
+  std::vector<uint16_t> last_out_;  // the output and LSE of the last case check() ran
+  std::vector<float> last_lse_;
 };
 
 // A Harness for one split kernel: every plan of its cases must report split kernel

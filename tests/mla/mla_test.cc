@@ -285,6 +285,49 @@ TEST_F(Mla, RangeShapes) {
   }
 }
 
+// The environment variables that once picked kernel variants or overrode options
+// (retired: docs/mla_decode.md) change nothing: a process that inherits them computes
+// the same bits with the same kernels.
+TEST_F(Mla, RetiredKnobsInTheEnvironmentChangeNothing) {
+  static const char *const kKnobs[][2] = {
+      {"CGRT_MLA_SPLIT", "auto"}, {"CGRT_MLA_COPY", "chunk"},  {"CGRT_MLA_BTA", "0"},       {"CGRT_MLA_PARTS", "7"},
+      {"CGRT_MLA_ALT_MAX", "0"},  {"CGRT_MLA_COMB", "nospec"}, {"CGRT_MLA_PDL", "2"},      {"CGRT_MLA_FUSE", "0"},
+      {"CGRT_MLA_MIN_TILES", "1"}, {"CGRT_MLA_ALIGN", "0"},    {"CGRT_MLA_NOOP", "1"},     {"CGRT_MLA_NZ", "2"},
+      {"CGRT_MLA_DEEP_ROWS", "0"}, {"CGRT_MLA_ONEROW", "deep"}};
+  std::vector<Case> cases(3);
+  cases[0].reqs = 1;
+  cases[0].lens = {emulated_ ? 700 : 8192};
+  cases[1].reqs = 5;
+  cases[1].lens = {300, 0, 33, 1, emulated_ ? 500 : 5000};
+  cases[2].reqs = 3;
+  cases[2].heads = 64;
+  cases[2].lens = {90, 257, 0};
+  std::vector<std::vector<uint16_t>> outs;
+  std::vector<std::vector<float>> lses;
+  std::vector<std::set<std::string>> kernels;
+  for (int with = 0; with < 2; with++) {
+    for (const auto &k : kKnobs) {
+      if (with) setenv(k[0], k[1], 1);
+      else unsetenv(k[0]);
+    }
+    for (size_t i = 0; i < cases.size(); i++) {
+      const std::string what = "case " + std::to_string(i) + (with ? ", knobs set" : "");
+      launched_.clear();
+      check(cases[i], what);
+      if (!with) {
+        outs.push_back(last_out_);
+        lses.push_back(last_lse_);
+        kernels.push_back(launched_);
+        continue;
+      }
+      EXPECT_EQ(launched_, kernels[i]) << what;
+      EXPECT_EQ(memcmp(last_out_.data(), outs[i].data(), outs[i].size() * 2), 0) << what;
+      EXPECT_EQ(memcmp(last_lse_.data(), lses[i].data(), lses[i].size() * 4), 0) << what;
+    }
+  }
+  for (const auto &k : kKnobs) unsetenv(k[0]);
+}
+
 TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   struct {
     int heads, fast, per_cta;
