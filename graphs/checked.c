@@ -1,5 +1,7 @@
 /* Checked replay: before anything is patched or launched, every pointer of every node
- * must lie inside a live allocation known to cgrt -- and still be the allocation it was
+ * (the buffers its sites point into, and the other pointer words the parameter index
+ * recorded: whole 8-byte parameters, words of larger ones that lay in known memory) must
+ * lie inside a live allocation known to cgrt -- and still be the allocation it was
  * when it became known (identities that are never reused: the driver's buffer ids, and
  * the registry's own for cgrt's allocations); after launch the multi-CTA counters must be
  * back at zero.
@@ -161,16 +163,18 @@ cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e) {
   const char *reason = "";
   for (size_t i = 0; i < e->nk; i++) {
     const gx_knode *k = &e->knodes[i];
-    for (uint32_t p = 0; p < k->nparams; p++) {
-      if (k->ptrkind[p] == GX_PTR_NONE) continue; /* not 8 bytes, a handle or no pointer */
+    for (uint32_t j = 0; j < k->nwords; j++) { /* the pointer words that are no site */
+      const gx_kword *w = &k->words[j];
       uint64_t v;
-      memcpy(&v, k->args + k->offsets[p], 8);
-      if (!stale(set, k->ptrkind[p], k->ptrkey ? k->ptrkey[p] : 0, v, &reason)) continue;
+      memcpy(&v, k->args + w->offset, 8);
+      if (!stale(set, w->kind, w->key, v, &reason)) continue;
+      const uint32_t p = w->param;
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: %s bucket %d rows, kernel node %zu (kernel '%s'), "
-                        "parameter %u (offset %u) = 0x%" PRIx64 ": %s (at capture it was %s); nothing launched",
-                        gx_mode_name(e), e->rows, i, k->name ? k->name : "?", p, k->offsets[p], v, reason,
-                        kind_name(k->ptrkind[p]));
+                        "parameter %u (offset %u, %u bytes), 8-byte word at offset %u = 0x%" PRIx64
+                        ": %s (at capture it was %s); nothing launched",
+                        gx_mode_name(e), e->rows, i, k->name ? k->name : "?", p, k->offsets[p], k->sizes[p],
+                        (unsigned)w->offset, v, reason, kind_name(w->kind));
     }
   }
   for (size_t i = 0; i < e->nm; i++) {

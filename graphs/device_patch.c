@@ -34,12 +34,6 @@ static int is_meta(const gx_exec *e, uint32_t k) {
   return 0;
 }
 
-static int has_buffer_site(const gx_knode *k) {
-  for (uint32_t p = 0; p < k->nparams; p++)
-    if (k->ptrkind[p] == GX_PTR_BUFFER) return 1;
-  return 0;
-}
-
 cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e) {
   const cgrt__driver *drv = set->drv;
   e->dpatch = 0;
@@ -56,7 +50,7 @@ cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e) {
   if (!found) return CGRT_SUCCESS;
   for (size_t i = 0; i < e->nk; i++) {
     gx_knode *k = &e->knodes[i];
-    if (i == e->patch_k || k->in_body || (!has_buffer_site(k) && !is_meta(e, (uint32_t)i))) continue;
+    if (i == e->patch_k || k->in_body || (k->nsites == 0 && !is_meta(e, (uint32_t)i))) continue;
     CUlaunchAttributeValue v;
     memset(&v, 0, sizeof(v));
     v.deviceUpdatableKernelNode.deviceUpdatable = 1;
@@ -125,7 +119,7 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
       if (k->devnode == 0) continue;
       sites[n].node = k->devnode;
       sites[n].delta = s->delta;
-      sites[n].offset = k->offsets[s->param];
+      sites[n].offset = s->offset; /* a word of any parameter, struct words too */
       sites[n].size = 8;
       n++;
     }

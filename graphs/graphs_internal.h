@@ -26,21 +26,39 @@ extern "C" {
 /* Kinds of an indexed pointer site. */
 enum { GX_SITE_KPARAM = 0, GX_SITE_MEMCPY_SRC = 1, GX_SITE_MEMCPY_DST = 2, GX_SITE_MEMSET_DST = 3 };
 
-/* Classification of an 8-byte kernel parameter or a node pointer at index time. */
+/* Classification of an 8-byte word of a kernel node's parameters, or of a memcpy/memset
+ * node's pointer, at index time. */
 enum {
   GX_PTR_NONE = 0,     /* not a pointer */
   GX_PTR_BUFFER = 1,   /* inside a registered buffer: patched when it moves */
   GX_PTR_KNOWN = 2,    /* inside a runtime allocation or a host-declared range */
-  GX_PTR_UNKNOWN = 3   /* looks like a device pointer, inside nothing known */
+  GX_PTR_UNKNOWN = 3   /* looks like a device pointer, inside nothing known (whole 8-byte
+                          parameters only: a word of a larger parameter may be integers) */
 };
 
-/* A place in an executable graph that points into a registered buffer. */
+/* Most bytes of a kernel's packed parameters the index takes (more: CGRT_ERROR_NOT_SUPPORTED):
+ * site offsets are 16 bits. The driver's limit is 32764 bytes. */
+#define GX_MAX_PARAM_BYTES 65535u
+
+/* A place in an executable graph that points into a registered buffer: an 8-byte word of
+ * a kernel node's packed parameters (a pointer parameter, or 8 bytes of a struct) or a
+ * memcpy/memset operand. */
 typedef struct gx_site {
   uint32_t node;    /* index into knodes (kernel params) or mnodes (memcpy/memset) */
   uint16_t kind;    /* GX_SITE_* */
-  uint16_t param;   /* kernel parameter index */
+  uint16_t offset;  /* GX_SITE_KPARAM: byte offset of the word in the node's packed args */
   uint64_t delta;   /* value - buffer address at capture */
 } gx_site;
+
+/* Checked replay: an 8-byte word of a kernel node's parameters that pointed into known
+ * memory other than a registered buffer at index time (GX_PTR_KNOWN, or GX_PTR_UNKNOWN for
+ * a whole 8-byte parameter); checked before each launch. */
+typedef struct gx_kword {
+  uint16_t offset;  /* byte offset in the node's packed args */
+  uint16_t param;   /* the parameter holding it (messages) */
+  uint8_t kind;     /* GX_PTR_KNOWN or GX_PTR_UNKNOWN */
+  uint64_t key;     /* identity of the range a GX_PTR_KNOWN word pointed into (gx_range_key) */
+} gx_kword;
 
 /* A kernel node with its own copy of its parameters (patched in place). */
 typedef struct gx_knode {
@@ -51,10 +69,9 @@ typedef struct gx_knode {
   uint32_t nparams;
   uint32_t *offsets;
   uint32_t *sizes;
-  uint8_t *ptrkind;          /* GX_PTR_* per parameter */
-  int32_t *ptrbuf;           /* buffer id for GX_PTR_BUFFER, else -1 */
-  uint64_t *ptrkey;          /* checked replay: identity of the range a GX_PTR_KNOWN parameter
-                                pointed into at index time (see gx_range_key); else NULL */
+  uint32_t nsites;           /* words of this node that are sites (point into a buffer) */
+  gx_kword *words;           /* checked replay: the other pointer words, else NULL */
+  uint32_t nwords;
   const char *name;          /* kernel name (driver-owned) or NULL */
   int dirty;
   int in_body;               /* inside a conditional body (WHILE draft loops) */
@@ -68,7 +85,7 @@ typedef struct gx_mnode {
   CUDA_MEMCPY3D cp;
   CUDA_MEMSET_NODE_PARAMS ms;
   uint8_t src_kind, dst_kind; /* GX_PTR_* */
-  uint64_t src_key, dst_key;  /* checked replay: as gx_knode.ptrkey */
+  uint64_t src_key, dst_key;  /* checked replay: as gx_kword.key */
   int dirty;
   int in_body;
 } gx_mnode;

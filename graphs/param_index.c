@@ -1,7 +1,8 @@
 /* The parameter index of an executable graph: every kernel node's parameters (layout from
- * cuFuncGetParamInfo) copied into storage cgrt owns, and every (node, parameter) or
- * memcpy/memset pointer that lies inside a registered buffer, grouped by buffer, so that
- * a step patches exactly the nodes whose buffers moved. */
+ * cuFuncGetParamInfo) copied into storage cgrt owns, and every 8-byte word of them (a
+ * pointer parameter, or 8 bytes of a struct parameter) or memcpy/memset pointer that lies
+ * inside a registered buffer, grouped by buffer, so that a step patches exactly the nodes
+ * whose buffers moved. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,18 +30,89 @@ static int looks_like_pointer(uint64_t v) {
   return v >= (1ull << 32) && v < (1ull << 48) && (v & 7u) == 0;
 }
 
-/* The kind of v against the set's buffers, the runtime's registry (set->rt_ranges, read
- * by gx_index_build), the declared ranges and the set's own memory; *key: the identity of
- * the known range (checked replay). */
-static uint8_t classify(const cgrt_graphs *set, CUdeviceptr v, int *buf, uint64_t *key) {
+/* The set's buffers at their current addresses, sorted by address: a word is looked up
+ * in O(log buffers), so the index costs time linear in the parameter bytes. maxend[i] is
+ * the largest end among entries 0..i (buffers may overlap: the lowest id wins, as in
+ * gx_find_buffer). */
+typedef struct buf_entry {
+  CUdeviceptr base, end, maxend;
+  uint32_t id;
+} buf_entry;
+
+typedef struct site_vec {
+  gx_site *v;
+  int32_t *buf;
+  size_t n, cap;
+} site_vec;
+
+/* What one gx_index_build works with. */
+typedef struct index_ctx {
+  cgrt_graphs *set;
+  gx_exec *e;
+  site_vec sv;
+  buf_entry *bufs; /* [nbufs], sorted by base */
+  size_t nbufs;
+} index_ctx;
+
+static int by_base(const void *a, const void *b) {
+  const buf_entry *x = (const buf_entry *)a, *y = (const buf_entry *)b;
+  if (x->base != y->base) return x->base < y->base ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int lookup_build(index_ctx *c) {
+  const cgrt_graphs *set = c->set;
+  c->bufs = (buf_entry *)calloc(set->nbuf ? set->nbuf : 1, sizeof(buf_entry));
+  if (c->bufs == NULL) return -1;
+  c->nbufs = 0;
+  for (size_t b = 0; b < set->nbuf; b++) {
+    if (set->cur_bytes[b] == 0) continue;
+    buf_entry *x = &c->bufs[c->nbufs++];
+    x->base = set->current[b];
+    x->end = set->cur_bytes[b] > ~(CUdeviceptr)0 - x->base ? ~(CUdeviceptr)0 : x->base + set->cur_bytes[b];
+    x->id = (uint32_t)b;
+  }
+  qsort(c->bufs, c->nbufs, sizeof(buf_entry), by_base);
+  for (size_t i = 0; i < c->nbufs; i++)
+    c->bufs[i].maxend = i && c->bufs[i - 1].maxend > c->bufs[i].end ? c->bufs[i - 1].maxend : c->bufs[i].end;
+  return 0;
+}
+
+/* The buffer holding v (the lowest id when several do), else -1. */
+static int lookup(const index_ctx *c, CUdeviceptr v) {
+  size_t lo = 0, hi = c->nbufs; /* first entry with base > v */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (c->bufs[mid].base <= v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  int best = -1;
+  for (size_t i = lo; i > 0 && c->bufs[i - 1].maxend > v; i--) {
+    const buf_entry *x = &c->bufs[i - 1];
+    if (v < x->end && (best < 0 || x->id < (uint32_t)best)) best = (int)x->id;
+  }
+  return best;
+}
+
+/* The kind of v against the set's buffers and, for checked replay, the runtime's registry
+ * (set->rt_ranges, read by gx_index_build), the declared ranges and the set's own memory;
+ * *key: the identity of the known range (checked replay). `whole`: v is a whole 8-byte
+ * parameter or a memcpy/memset operand (else a word of a larger parameter, never
+ * GX_PTR_UNKNOWN: struct words are often pairs of 4-byte integers that look like
+ * addresses). Without checked replay only GX_PTR_BUFFER matters. */
+static uint8_t classify(const index_ctx *c, CUdeviceptr v, int whole, int *buf, uint64_t *key) {
+  const cgrt_graphs *set = c->set;
   *key = 0;
-  *buf = gx_find_buffer(set, set->current, v);
+  *buf = lookup(c, v);
   if (*buf >= 0) return GX_PTR_BUFFER;
+  if (!set->o.checked_replay) return GX_PTR_NONE;
   if (cgrt__ranges_find(set->rt_ranges, set->nrt, v) >= 0 || in_host_ranges(set, v) || gx_set_owned(set, v)) {
     *key = gx_range_key(set, v);
     return GX_PTR_KNOWN;
   }
-  return looks_like_pointer(v) ? GX_PTR_UNKNOWN : GX_PTR_NONE;
+  return whole && looks_like_pointer(v) ? GX_PTR_UNKNOWN : GX_PTR_NONE;
 }
 
 void gx_index_free(gx_exec *e) {
@@ -50,9 +122,7 @@ void gx_index_free(gx_exec *e) {
     free(k->args);
     free(k->offsets);
     free(k->sizes);
-    free(k->ptrkind);
-    free(k->ptrbuf);
-    free(k->ptrkey);
+    free(k->words);
   }
   free(e->knodes);
   free(e->mnodes);
@@ -78,13 +148,7 @@ void gx_index_free(gx_exec *e) {
   e->nk = e->nm = e->nsites = e->nmeta = 0;
 }
 
-typedef struct site_vec {
-  gx_site *v;
-  int32_t *buf;
-  size_t n, cap;
-} site_vec;
-
-static int push_site(site_vec *sv, int buf, uint32_t node, uint16_t kind, uint16_t param,
+static int push_site(site_vec *sv, int buf, uint32_t node, uint16_t kind, uint16_t offset,
                      uint64_t delta) {
   if (sv->n == sv->cap) {
     size_t cap = sv->cap ? sv->cap * 2 : 64;
@@ -96,15 +160,53 @@ static int push_site(site_vec *sv, int buf, uint32_t node, uint16_t kind, uint16
     sv->buf = b;
     sv->cap = cap;
   }
-  gx_site s = {node, kind, param, delta};
+  gx_site s = {node, kind, offset, delta};
   sv->v[sv->n] = s;
   sv->buf[sv->n] = buf;
   sv->n++;
   return 0;
 }
 
-static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, gx_knode *k,
-                                uint32_t kidx, site_vec *sv) {
+/* Checked replay: records a pointer word of k other than a site. */
+static int push_word(gx_knode *k, uint32_t *cap, uint16_t offset, uint16_t param, uint8_t kind, uint64_t key) {
+  if (k->nwords == *cap) {
+    uint32_t n = *cap ? *cap * 2 : 4;
+    gx_kword *w = (gx_kword *)realloc(k->words, n * sizeof(gx_kword));
+    if (w == NULL) return -1;
+    k->words = w;
+    *cap = n;
+  }
+  gx_kword w = {offset, param, kind, key};
+  k->words[k->nwords++] = w;
+  return 0;
+}
+
+/* Indexes the 8-byte words of parameter p of k (at offset off, `size` bytes): a whole
+ * 8-byte parameter, else every word 8-byte aligned in the packed args (a struct holding
+ * pointers is 8-byte aligned in the device ABI). Linear in the parameter's bytes. */
+static cgrt_status index_param(index_ctx *c, gx_knode *k, uint32_t kidx, uint32_t p, size_t off,
+                               size_t size, uint32_t *wcap) {
+  const int whole = size == 8;
+  const size_t end = off + size;
+  for (size_t w = whole ? off : (off + 7) & ~(size_t)7; w + 8 <= end; w += 8) {
+    uint64_t v, key;
+    int b;
+    memcpy(&v, k->args + w, 8);
+    const uint8_t kind = classify(c, v, whole, &b, &key);
+    if (kind == GX_PTR_BUFFER) {
+      if (push_site(&c->sv, b, kidx, GX_SITE_KPARAM, (uint16_t)w, v - c->set->current[b]) != 0)
+        return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
+      k->nsites++;
+    } else if (kind != GX_PTR_NONE && push_word(k, wcap, (uint16_t)w, (uint16_t)p, kind, key) != 0) {
+      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
+    }
+  }
+  return CGRT_SUCCESS;
+}
+
+static cgrt_status index_kernel(index_ctx *c, CUgraphNode node, gx_knode *k, uint32_t kidx) {
+  cgrt_graphs *set = c->set;
+  gx_exec *e = c->e;
   const cgrt__driver *drv = set->drv;
   memset(k, 0, sizeof(*k));
   k->node = node;
@@ -128,35 +230,25 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuFuncGetParamInfo", "indexing kernel parameters");
   if (drv->cuFuncGetName != NULL && drv->cuFuncGetName(&k->name, k->p.func) != CUDA_SUCCESS)
     k->name = NULL;
+  if (total > GX_MAX_PARAM_BYTES)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "graph set: kernel '%s' has %zu bytes of parameters (at most %u)",
+                      k->name ? k->name : "?", total, GX_MAX_PARAM_BYTES);
   k->nparams = (uint32_t)n;
   k->argv = (void **)calloc(n ? n : 1, sizeof(void *));
   k->args = (unsigned char *)calloc(total ? total : 1, 1);
   k->offsets = (uint32_t *)calloc(n ? n : 1, sizeof(uint32_t));
   k->sizes = (uint32_t *)calloc(n ? n : 1, sizeof(uint32_t));
-  k->ptrkind = (uint8_t *)calloc(n ? n : 1, 1);
-  k->ptrbuf = (int32_t *)calloc(n ? n : 1, sizeof(int32_t));
-  if (set->o.checked_replay) k->ptrkey = (uint64_t *)calloc(n ? n : 1, sizeof(uint64_t));
-  if (!k->argv || !k->args || !k->offsets || !k->sizes || !k->ptrkind || !k->ptrbuf ||
-      (set->o.checked_replay && !k->ptrkey))
+  if (!k->argv || !k->args || !k->offsets || !k->sizes)
     return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
+  uint32_t wcap = 0;
   for (size_t i = 0; i < n; i++) {
     k->offsets[i] = (uint32_t)offs[i];
     k->sizes[i] = (uint32_t)sizes[i];
     k->argv[i] = k->args + offs[i];
     memcpy(k->args + offs[i], k->p.kernelParams[i], sizes[i]);
-    k->ptrbuf[i] = -1;
-    if (sizes[i] != 8 || gx_is_handle_param(set, k->p.func, (uint32_t)i)) continue;
-    uint64_t v;
-    memcpy(&v, k->args + offs[i], 8);
-    int b;
-    uint64_t key;
-    k->ptrkind[i] = classify(set, v, &b, &key);
-    if (k->ptrkey != NULL) k->ptrkey[i] = key;
-    if (k->ptrkind[i] == GX_PTR_BUFFER) {
-      k->ptrbuf[i] = b;
-      if (push_site(sv, b, kidx, GX_SITE_KPARAM, (uint16_t)i, v - set->current[b]) != 0)
-        return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
-    }
+    if (sizes[i] < 8 || gx_is_handle_param(set, k->p.func, (uint32_t)i)) continue;
+    cgrt_status st = index_param(c, k, kidx, (uint32_t)i, offs[i], sizes[i], &wcap);
+    if (st != CGRT_SUCCESS) return st;
   }
   k->p.kernelParams = k->argv;
   k->p.extra = NULL;
@@ -169,46 +261,46 @@ static cgrt_status index_kernel(cgrt_graphs *set, gx_exec *e, CUgraphNode node, 
 
 static int is_device(CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED; }
 
-static cgrt_status index_mem(cgrt_graphs *set, CUgraphNode node, int is_memset, gx_mnode *m,
-                             uint32_t midx, site_vec *sv) {
-  const cgrt__driver *drv = set->drv;
+/* Classifies one memcpy/memset operand v of node midx; a site when it lies in a buffer. */
+static int index_operand(index_ctx *c, uint32_t midx, uint16_t kind, CUdeviceptr v, uint8_t *ptrkind,
+                         uint64_t *key) {
+  int b;
+  *ptrkind = classify(c, v, 1, &b, key);
+  return *ptrkind == GX_PTR_BUFFER ? push_site(&c->sv, b, midx, kind, 0, v - c->set->current[b]) : 0;
+}
+
+static cgrt_status index_mem(index_ctx *c, CUgraphNode node, int is_memset, gx_mnode *m, uint32_t midx) {
+  const cgrt__driver *drv = c->set->drv;
   memset(m, 0, sizeof(*m));
   m->node = node;
   m->is_memset = is_memset;
-  int b;
+  int bad = 0;
   if (is_memset) {
     CUresult r = drv->cuGraphMemsetNodeGetParams(node, &m->ms);
     if (r != CUDA_SUCCESS)
       return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphMemsetNodeGetParams", "indexing a graph");
-    m->dst_kind = classify(set, m->ms.dst, &b, &m->dst_key);
-    if (m->dst_kind == GX_PTR_BUFFER &&
-        push_site(sv, b, midx, GX_SITE_MEMSET_DST, 0, m->ms.dst - set->current[b]) != 0)
-      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
-    return CGRT_SUCCESS;
+    bad = index_operand(c, midx, GX_SITE_MEMSET_DST, m->ms.dst, &m->dst_kind, &m->dst_key);
+  } else {
+    CUresult r = drv->cuGraphMemcpyNodeGetParams(node, &m->cp);
+    if (r != CUDA_SUCCESS)
+      return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphMemcpyNodeGetParams", "indexing a graph");
+    if (is_device(m->cp.srcMemoryType))
+      bad = index_operand(c, midx, GX_SITE_MEMCPY_SRC, m->cp.srcDevice, &m->src_kind, &m->src_key);
+    if (!bad && is_device(m->cp.dstMemoryType))
+      bad = index_operand(c, midx, GX_SITE_MEMCPY_DST, m->cp.dstDevice, &m->dst_kind, &m->dst_key);
   }
-  CUresult r = drv->cuGraphMemcpyNodeGetParams(node, &m->cp);
-  if (r != CUDA_SUCCESS)
-    return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphMemcpyNodeGetParams", "indexing a graph");
-  if (is_device(m->cp.srcMemoryType)) {
-    m->src_kind = classify(set, m->cp.srcDevice, &b, &m->src_key);
-    if (m->src_kind == GX_PTR_BUFFER &&
-        push_site(sv, b, midx, GX_SITE_MEMCPY_SRC, 0, m->cp.srcDevice - set->current[b]) != 0)
-      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
-  }
-  if (is_device(m->cp.dstMemoryType)) {
-    m->dst_kind = classify(set, m->cp.dstDevice, &b, &m->dst_key);
-    if (m->dst_kind == GX_PTR_BUFFER &&
-        push_site(sv, b, midx, GX_SITE_MEMCPY_DST, 0, m->cp.dstDevice - set->current[b]) != 0)
-      return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
-  }
-  return CGRT_SUCCESS;
+  return bad ? cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index") : CGRT_SUCCESS;
 }
 
 cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   const cgrt__driver *drv = set->drv;
   cgrt_status st = CGRT_SUCCESS;
   CUgraphNode *nodes = NULL;
-  site_vec sv = {0};
+  index_ctx c;
+  memset(&c, 0, sizeof(c));
+  c.set = set;
+  c.e = e;
+  site_vec *sv = &c.sv;
   size_t n = 0;
   gx_index_free(e);
   /* The graph's nodes, then (WHILE draft loops) the nodes of the conditional body. */
@@ -231,7 +323,7 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   e->site_start = (uint32_t *)calloc(set->nbuf + 1, sizeof(uint32_t));
   e->moved = (uint32_t *)calloc(set->nbuf ? set->nbuf : 1, sizeof(uint32_t));
   if (!nodes || !types || !e->knodes || !e->mnodes || !e->dirty_k || !e->dirty_m || !e->meta_k ||
-      !e->applied || !e->site_start || !e->moved) {
+      !e->applied || !e->site_start || !e->moved || lookup_build(&c) != 0) {
     st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
     goto out;
   }
@@ -258,21 +350,21 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
       break;
     }
     if (types[i] == CU_GRAPH_NODE_TYPE_KERNEL) {
-      st = index_kernel(set, e, nodes[i], &e->knodes[e->nk], (uint32_t)e->nk, &sv);
+      st = index_kernel(&c, nodes[i], &e->knodes[e->nk], (uint32_t)e->nk);
       e->knodes[e->nk].in_body = i >= body_from;
       e->nk++;
     } else if (types[i] == CU_GRAPH_NODE_TYPE_MEMCPY || types[i] == CU_GRAPH_NODE_TYPE_MEMSET) {
-      st = index_mem(set, nodes[i], types[i] == CU_GRAPH_NODE_TYPE_MEMSET, &e->mnodes[e->nm],
-                     (uint32_t)e->nm, &sv);
+      st = index_mem(&c, nodes[i], types[i] == CU_GRAPH_NODE_TYPE_MEMSET, &e->mnodes[e->nm],
+                     (uint32_t)e->nm);
       e->mnodes[e->nm].in_body = i >= body_from;
       e->nm++;
     }
   }
   if (st != CGRT_SUCCESS) goto out;
   /* Group the sites by buffer (counting sort). */
-  for (size_t i = 0; i < sv.n; i++) e->site_start[sv.buf[i] + 1]++;
+  for (size_t i = 0; i < sv->n; i++) e->site_start[sv->buf[i] + 1]++;
   for (size_t b = 0; b < set->nbuf; b++) e->site_start[b + 1] += e->site_start[b];
-  e->sites = (gx_site *)calloc(sv.n ? sv.n : 1, sizeof(gx_site));
+  e->sites = (gx_site *)calloc(sv->n ? sv->n : 1, sizeof(gx_site));
   if (e->sites == NULL) {
     st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
     goto out;
@@ -284,19 +376,21 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
       goto out;
     }
     memcpy(fill, e->site_start, set->nbuf * sizeof(uint32_t));
-    for (size_t i = 0; i < sv.n; i++) e->sites[fill[sv.buf[i]]++] = sv.v[i];
+    for (size_t i = 0; i < sv->n; i++) e->sites[fill[sv->buf[i]]++] = sv->v[i];
     free(fill);
   }
-  e->nsites = sv.n;
+  e->nsites = sv->n;
   e->last_reqs = 0; /* metadata nodes were captured with num_reqs 0 */
 out:
   free(nodes);
   free(types);
-  free(sv.v);
-  free(sv.buf);
+  free(sv->v);
+  free(sv->buf);
+  free(c.bufs);
   if (st != CGRT_SUCCESS) gx_index_free(e);
   return st;
 }
+
 
 static void mark_k(gx_exec *e, uint32_t k, size_t *ndk) {
   if (!e->knodes[k].dirty) {
@@ -324,7 +418,7 @@ static size_t apply_buffer(cgrt_graphs *set, gx_exec *e, size_t b, CUdeviceptr a
     switch (s->kind) {
       case GX_SITE_KPARAM: {
         gx_knode *k = &e->knodes[s->node];
-        memcpy(k->args + k->offsets[s->param], &v, 8);
+        memcpy(k->args + s->offset, &v, 8);
         mark_k(e, s->node, ndk);
         break;
       }

@@ -4,10 +4,12 @@
 #ifndef CGRT_KERNELS_GRAPH_PATCH_H
 #define CGRT_KERNELS_GRAPH_PATCH_H
 
-/* One patched parameter of a device-updatable kernel node: the new value is the group's
+/* One patched site of a device-updatable kernel node: the new value is the group's
  * value + delta (a moved buffer's new address + the offset of the pointer inside it;
  * for the num_reqs group, num_reqs + 0), written as `size` bytes at byte `offset` of
- * the node's parameters. 24 bytes, in device memory, written once per bucket. */
+ * the node's packed parameters (cudaGraphKernelNodeSetParam takes that byte offset: a
+ * pointer parameter, or an 8-byte word inside a struct parameter). 24 bytes, in device
+ * memory, written once per bucket. */
 typedef struct cgrt__dpatch_site {
   unsigned long long node;  /* cudaGraphDeviceNode_t of the node */
   unsigned long long delta;

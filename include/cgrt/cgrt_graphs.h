@@ -12,12 +12,26 @@
  * inert (when the set knows the metadata buffers, see cgrt_graph_meta), applies the
  * host's new buffer addresses, and launches the graph:
  *   - pointer-updated replay (default): at instantiate cgrt indexes every kernel-node
- *     parameter (layout from cuFuncGetParamInfo; 8-byte values inside a registered
- *     buffer) and every memcpy/memset node pointing into a registered buffer; a step
- *     patches only the nodes whose buffers moved. Works for the host's own kernels too.
- *     By default the host patches each moved node (one driver call each); with
- *     options.device_patch a cgrt kernel at the head of the graph rewrites them on the
- *     device from a mailbox the host fills in pinned memory (no driver call);
+ *     parameter (layout from cuFuncGetParamInfo) and every memcpy/memset node pointing
+ *     into a registered buffer; a step patches only the nodes whose buffers moved. A
+ *     pointer site is any 8-byte word of the parameters whose value lies inside a
+ *     registered buffer: a whole 8-byte parameter, or each word of a larger parameter at
+ *     an 8-byte-aligned offset of the packed parameters (a struct holding pointers, such
+ *     as PyTorch's TensorIterator arrays, TensorInfo or OffsetCalculator, is 8-byte
+ *     aligned), found in time linear in the parameter bytes. Works for the host's own
+ *     kernels too. Words are compared as 64-bit device addresses in the GPU's unified
+ *     address space, whatever the kernel makes of them: a word equal to an address inside
+ *     a registered buffer is rewritten when that buffer moves. So the host must not pass
+ *     a captured kernel, in such a word, a value that equals an address inside a
+ *     registered buffer without being a pointer that should follow it: an 8-byte integer,
+ *     hash or seed, an address kept as a key, or two packed 4-byte integers whose upper
+ *     one equals the upper half of such an address (device addresses lie above 4 GiB,
+ *     typically near 2^47: an upper half in the tens of thousands). Values below 2^32
+ *     (an integer below 2^32, two packed 4-byte integers whose upper one is 0) and two
+ *     packed normal floats (2^55 and above) never match. By default the host patches each
+ *     moved node (one driver call each); with options.device_patch a cgrt kernel at the
+ *     head of the graph rewrites them on the device from a mailbox the host fills in
+ *     pinned memory (no driver call);
  *   - copy-in replay: the graph keeps its static buffers; inputs are copied in before and
  *     outputs copied out after the launch;
  *   - whole-graph update: the bucket is re-captured with the new addresses and applied
@@ -174,8 +188,11 @@ typedef struct cgrt_graphs_options {
   cgrt_graph_meta meta;
   cgrt_replay_mode replay_mode;    /* default CGRT_REPLAY_POINTER_UPDATE */
   /* 1: checked replay (a debugging mode; default 0). Before a step patches or launches
-   * anything, every pointer of every node (8-byte kernel parameters and memcpy/memset
-   * operands) must lie inside a live allocation known to cgrt:
+   * anything, every pointer of every node (8-byte kernel parameters, words of larger
+   * kernel parameters that pointed into a registered buffer or a range below at
+   * instantiate, and memcpy/memset operands) must lie inside a live allocation known to
+   * cgrt (a word of a larger parameter that lay in nothing known is not checked: it may
+   * be integers):
    *   - a registered buffer at its current address: when that address becomes current
    *     (cgrt_graphs_create, or a binding) the set asks the driver for the buffer id
    *     (CU_POINTER_ATTRIBUTE_BUFFER_ID) of the allocation holding all of its bytes, and
@@ -192,12 +209,13 @@ typedef struct cgrt_graphs_options {
    *     declared (asked again);
    *   - memory the set owns.
    * A copy-in binding must lie inside a live allocation. Otherwise the step returns
-   * CGRT_ERROR_STALE_POINTER naming the node, parameter or buffer, with nothing patched
-   * or launched (the eager fallback is refused the same way). After the launch the step
+   * CGRT_ERROR_STALE_POINTER naming the node, parameter (and word) or buffer, with
+   * nothing patched or launched (the eager fallback is refused the same way). After the
+   * launch the step
    * waits for the replay stream and verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY)
    * and a WHILE loop's step counter. Costs per checked step: one driver call per buffer
    * the graph points into and per registered or declared range it uses, a binary search
-   * per other pointer parameter, three driver calls per binding, and a stream
+   * per other pointer parameter or word, three driver calls per binding, and a stream
    * synchronization. The unchecked step does none of this. */
   int checked_replay;
   int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
@@ -225,7 +243,7 @@ typedef struct cgrt_graphs_options {
    * before they run. Costs, measured on an H200 (bench/replay_latency): about 2-4 us
    * more GPU time per launch for N = 32 dependent kernel nodes (the patch node reads
    * host memory, and each device-updatable node launches about 45 ns slower), 25 us
-   * for N = 512; per bucket 24 bytes of device memory per patched parameter and a
+   * for N = 512; per bucket 24 bytes of device memory per pointer site and a
    * mailbox of 32 to 256 slots of (nbuf + 1) x 12 bytes (about 64 KB) of pinned memory,
    * allocated at capture; and the driver's rules for device-updatable nodes (no
    * cuGraphExecUpdate: requires replay_mode CGRT_REPLAY_POINTER_UPDATE; at most 1021

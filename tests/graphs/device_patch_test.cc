@@ -106,20 +106,8 @@ TEST_F(GraphsTest, DevicePatchMovesManyBuffersAtOnce) {
     ASSERT_NE(bufs[i].ptr, 0u);
     ASSERT_NE(alt[i], 0u);
   }
-  cgrt_graphs_options o;
-  cgrt_graphs_options_init(&o);
-  o.max_num_seqs = 4;
-  o.max_model_len = 16;
-  o.enqueue = ManyBuffers::enqueue;
-  o.user = &mb;
-  o.buffers = bufs.data();
-  o.num_buffers = bufs.size();
-  int sizes[] = {4};
-  o.capture_sizes = sizes;
-  o.num_capture_sizes = 1;
-  o.device_patch = 1;
-  make_set(&o);
-  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  one_bucket_set(ManyBuffers::enqueue, &mb, bufs.data(), bufs.size(), 1);
+  if (HasFatalFailure()) return;
   if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
     GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image";
   ASSERT_EQ(device_patched_buckets(), 1u);

@@ -69,6 +69,27 @@ class GraphsTest : public ::testing::Test {
     make_set(&o);
     CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   }
+  // A set over a host engine of the test's own (enqueue, user, buffers) with one bucket
+  // of 4 requests (max_num_seqs 4, max_model_len 16), `device_patch` and `checked_replay`
+  // as given, captured.
+  void one_bucket_set(cgrt_enqueue_fn enqueue, void *user, const cgrt_buffer_desc *bufs, size_t nbuf,
+                      int device_patch, int checked = 0) {
+    static int sizes[] = {4};
+    cgrt_graphs_options o;
+    cgrt_graphs_options_init(&o);
+    o.max_num_seqs = 4;
+    o.max_model_len = 16;
+    o.enqueue = enqueue;
+    o.user = user;
+    o.buffers = bufs;
+    o.num_buffers = nbuf;
+    o.capture_sizes = sizes;
+    o.num_capture_sizes = 1;
+    o.device_patch = device_patch;
+    o.checked_replay = checked;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
   // A checked set (options.checked_replay) over the engine's buffers, `edit` applied to
   // its options, captured; cur = the a-side buffers.
   void checked_set(const std::function<void(cgrt_graphs_options &)> &edit = {}) {

@@ -21,3 +21,19 @@ extern "C" __global__ void gt_scale(int n, const float *in, float *out, float a)
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = in[i] * a + 1.0f;
 }
+
+// Pointers inside a struct parameter, as PyTorch passes its tensors (TensorIterator's
+// Array<char*, N>, TensorInfo): 32 bytes, 8-byte aligned. tests/graphs/struct_param_test.cc
+// has the same layout (GtPair) and the C reference.
+struct GtPair {
+  int n;
+  int pad;  // set by the host; nonzero makes the first word look like an address
+  const float *a;
+  float *b;
+  long long stride;  // elements between two reads of a
+};
+
+extern "C" __global__ void gt_pair(GtPair p, float s) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) p.b[i] = p.a[(long long)i * p.stride] * s + (float)p.pad;
+}
