@@ -175,6 +175,10 @@ const char *gx_mode_name(const gx_exec *e);
 int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
 /* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
 int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
+/* 1 when [base, base + bytes) is a usable device range: base and bytes non-zero, and the
+ * end at or below 2^64 (base + bytes does not wrap). Registered buffers, bindings and
+ * declared ranges all pass it, so every later "v - base < bytes" test is exact. */
+int gx_range_ok(CUdeviceptr base, size_t bytes);
 
 /* enqueue.c */
 void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,

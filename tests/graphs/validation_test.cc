@@ -6,6 +6,7 @@
 // emulation in CI; CGRT_DRIVER=cuda on an H200).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -63,9 +64,15 @@ class GraphsValidation : public ::testing::Test {
   int sizes[3] = {4, 2, 1};
   enum { OK, FAIL_AFTER_CGRT_FAILURE, FAIL_QUIETLY } fail = OK;
   const char *ws_name = "validation.engine";
+  std::function<void()> under_capture;  // run once, by the first callback under capture
 
   static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
     auto *t = static_cast<GraphsValidation *>(user);
+    if (d->capturing && t->under_capture) {
+      std::function<void()> f = std::move(t->under_capture);
+      t->under_capture = nullptr;
+      f();
+    }
     if (t->fail == FAIL_AFTER_CGRT_FAILURE) {  // the callback's own cgrt call fails
       CUdeviceptr p = 0;
       return request_1d(t->rt, 99, "validation.callback", 4, CGRT_DTYPE_U8, &p);
@@ -146,11 +153,17 @@ class GraphsValidation : public ::testing::Test {
   }
   void release() {
     cgrt_fault_set(nullptr);
-    if (set) EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    if (set) {
+      EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    }
     set = nullptr;
-    if (mod) EXPECT_EQ(cgrt_module_unload(mod), CGRT_SUCCESS);
+    if (mod) {
+      EXPECT_EQ(cgrt_module_unload(mod), CGRT_SUCCESS);
+    }
     mod = nullptr;
-    if (rt) EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);
+    if (rt) {
+      EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);
+    }
     rt = nullptr;
   }
   void TearDown() override {
@@ -225,6 +238,9 @@ TEST_F(GraphsValidation, SetRangesRefusesEmptyNullAndWrappingRanges) {
     cgrt_range two[2] = {ok, c.bad};
     expect_invalid(cgrt_graphs_set_ranges(set, two, 2), c.field);
   }
+  // A count past the bound is refused before any entry is read (ASan: nothing read past `ok`).
+  expect_invalid(cgrt_graphs_set_ranges(set, &ok, SIZE_MAX), "18446744073709551615 ranges (max 4096)");
+  expect_invalid(cgrt_graphs_set_ranges(set, &ok, CGRT_GRAPHS_MAX_RANGES + 1), "4097 ranges");
   // A range that ends exactly at 2^64 does not wrap, but lies in no live allocation.
   cgrt_range to_the_end[2] = {ok, {0x1000, (size_t)(0 - (uint64_t)0x1000), "to 2^64"}};
   expect_invalid(cgrt_graphs_set_ranges(set, to_the_end, 2), "is not inside one live device allocation");
@@ -242,6 +258,81 @@ TEST_F(GraphsValidation, StepOnAModeNeverCapturedIsRefused) {
   EXPECT_EQ(st.steps, 0u);
   CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   step_and_check(2);
+}
+
+// ---- ranges and counts past what the set can hold (adversarial findings F2-F5) ----------
+
+TEST_F(GraphsValidation, CreateRefusesBuffersWhoseRangeWraps) {
+  start();
+  cgrt_graphs_options o;
+  struct Case {
+    CUdeviceptr ptr;
+    size_t bytes;
+  } cases[] = {
+      {UINT64_MAX - 15, 64},  // ends past 2^64
+      {0x1000, SIZE_MAX},     // SIZE_MAX bytes
+      {UINT64_MAX, 2},
+      {0, 64},
+      {0x1000, 0},
+  };
+  for (const Case &c : cases) {
+    options(&o);
+    descs[OUT].ptr = c.ptr;
+    descs[OUT].bytes = c.bytes;
+    cgrt_graphs *s = reinterpret_cast<cgrt_graphs *>(0x1);
+    expect_invalid(cgrt_graphs_create(rt, &o, &s), "buffer 1 ('out')");
+    EXPECT_EQ(s, nullptr);
+  }
+  options(&o);
+  descs[OUT].ptr = buf[IN] + 4;  // overlaps 'in'
+  expect_invalid(cgrt_graphs_create(rt, &o, &set), "buffers 0 and 1 overlap");
+  options(&o);
+  descs[OUT].ptr = (CUdeviceptr)0 - 256;  // ends exactly at 2^64: a valid range
+  descs[OUT].bytes = 256;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  make_set();
+  step_and_check(4);
+}
+
+TEST_F(GraphsValidation, CreateBoundsDraftStepsAndTheCaptureSizeCount) {
+  start();
+  cgrt_graphs_options o;
+  for (int k : {INT_MAX, CGRT_GRAPHS_MAX_DRAFT_STEPS + 1, 1, -2}) {
+    options(&o, 1);
+    o.draft_steps = k;
+    expect_invalid(cgrt_graphs_create(rt, &o, &set), "draft_steps " + std::to_string(k));
+    EXPECT_EQ(set, nullptr);
+  }
+  // A count whose byte size wraps size_t (the copy was 8 bytes, then read past its end).
+  options(&o);
+  int two[2] = {2, 4};
+  o.capture_sizes = two;
+  o.num_capture_sizes = SIZE_MAX / sizeof(int) + 3;
+  expect_invalid(cgrt_graphs_create(rt, &o, &set), "num_capture_sizes " + std::to_string(o.num_capture_sizes));
+  options(&o, 1);
+  o.draft_steps = CGRT_GRAPHS_MAX_DRAFT_STEPS;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+}
+
+TEST_F(GraphsValidation, StepRefusesBindingsWhoseRangeWraps) {
+  start();
+  make_set();
+  struct Case {
+    cgrt_binding b;
+    const char *field;
+  } cases[] = {
+      {{IN, UINT64_MAX - 7, SIZE_MAX}, "binding 0 of 'in'"},
+      {{IN, UINT64_MAX - 7, 0}, "binding 0 of 'in'"},  // the registered size wraps too
+      {{OUT, 0x1000, SIZE_MAX}, "binding 0 of 'out'"},
+  };
+  for (const Case &c : cases) {
+    expect_invalid(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &c.b, 1), c.field);
+    cgrt_binding two[2] = {{IN, buf[IN], 0}, c.b};
+    expect_invalid(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, two, 2), "binding 1");
+  }
+  step_and_check(4);  // nothing moved
 }
 
 // ---- item 6: the callback's failure, teardown failures ----------------------------------
