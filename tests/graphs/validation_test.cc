@@ -335,6 +335,46 @@ TEST_F(GraphsValidation, StepRefusesBindingsWhoseRangeWraps) {
   step_and_check(4);  // nothing moved
 }
 
+// ---- a failed create frees what it made and keeps its cause (F1) ----------------------
+
+TEST_F(GraphsValidation, FailedCreateFreesTheHalfMadeSetAndKeepsItsCause) {
+  struct Case {
+    const char *symbol;
+    unsigned long at;  // counted from the create (a fresh runtime has looked nothing up)
+    const char *cause;
+  } cases[] = {
+      {"cuModuleGetFunction", 1, "cgrt_graph_meta_prepare: cuModuleGetFunction failed"},
+      {"cuModuleGetFunction", 2, "cgrt_graph_meta_advance: cuModuleGetFunction failed"},
+      {"cuModuleGetFunction", 3, "cgrt_graph_meta_while_begin: cuModuleGetFunction failed"},
+      {"cuMemAlloc", 1, "WHILE draft loop's state: cuMemAlloc failed"},
+      {"cuMemsetD8", 1, "cuMemsetD8 failed"},
+      {"cuStreamCreate", 1, "capture stream: cuStreamCreate failed"},
+      {"cuStreamCreate", 2, "replay stream: cuStreamCreate failed"},
+  };
+  for (const Case &c : cases) {
+    start(1);
+    cgrt_graphs_options o;
+    options(&o, 1);
+    o.draft_steps = 2;
+    o.draft_while = 1;
+    cgrt_fault_plan plan = {};
+    plan.size = sizeof plan;
+    plan.symbol = c.symbol;
+    plan.fail_at = c.at;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_graphs_create(rt, &o, &set));
+    EXPECT_EQ(cgrt_fault_injected(), 1u) << c.symbol << " #" << c.at;
+    std::string msg = cgrt_last_error();
+    EXPECT_NE(msg.find(c.cause), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("cgrt_graphs_destroy"), std::string::npos) << msg;
+    EXPECT_EQ(set, nullptr);
+    release();  // LeakSanitizer (--config=asan) finds what the failed create left
+  }
+  start();
+  make_set();
+  step_and_check(4);
+}
+
 // ---- item 6: the callback's failure, teardown failures ----------------------------------
 
 TEST_F(GraphsValidation, CallbackFailureQuotesItsMessageOnceAndWhole) {
