@@ -134,6 +134,9 @@ void cgrt__device_memory_release_all(cgrt_runtime *rt);
  * with CGRT_ERROR_CAPTURING. */
 void cgrt__runtime_capture_begin(cgrt_runtime *rt);
 void cgrt__runtime_capture_end(cgrt_runtime *rt);
+/* 1 while the calling thread is between cgrt__runtime_capture_begin and _end (of any
+ * runtime): it captures, so what synchronizes is refused with CGRT_ERROR_CAPTURING. */
+int cgrt__thread_capturing(void);
 
 /* Attaches/detaches a child object (the child struct is owned by the caller, typically
  * embedded in the object). Thread-safe. */

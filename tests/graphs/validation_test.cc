@@ -375,6 +375,35 @@ TEST_F(GraphsValidation, FailedCreateFreesTheHalfMadeSetAndKeepsItsCause) {
   step_and_check(4);
 }
 
+// ---- what synchronizes is refused on a capturing thread (F11) ---------------------------
+
+TEST_F(GraphsValidation, WhatSynchronizesIsRefusedOnTheCapturingThread) {
+  start();
+  make_set(0);
+  std::vector<std::pair<std::string, cgrt_status>> got;
+  std::string msg;
+  cgrt_status other_thread = CGRT_ERROR_INTERNAL;
+  under_capture = [&] {
+    unsigned char host[4] = {};
+    got.emplace_back("cgrt_stream_synchronize", cgrt_stream_synchronize(rt, nullptr));
+    msg = cgrt_last_error();
+    got.emplace_back("cgrt_runtime_synchronize", cgrt_runtime_synchronize(rt));
+    got.emplace_back("cgrt_memcpy_htod", cgrt_memcpy_htod(rt, buf[OUT], host, 4));
+    got.emplace_back("cgrt_memcpy_dtoh", cgrt_memcpy_dtoh(rt, host, buf[OUT], 4));
+    got.emplace_back("cgrt_memset_d8", cgrt_memset_d8(rt, buf[OUT], 0, 4));
+    // Another thread does not capture (thread-local capture mode): it may synchronize.
+    std::thread([&] { other_thread = cgrt_stream_synchronize(rt, nullptr); }).join();
+  };
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // refused before the driver saw them: the capture went on
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto &g : got) EXPECT_EQ(g.second, CGRT_ERROR_CAPTURING) << g.first << ": " << cgrt_status_name(g.second);
+  EXPECT_NE(msg.find("cgrt_stream_synchronize: called during graph capture on this thread"), std::string::npos)
+      << msg;
+  EXPECT_EQ(other_thread, CGRT_SUCCESS);
+  step_and_check(4);
+  CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt));  // the capture is over
+}
+
 // ---- item 6: the callback's failure, teardown failures ----------------------------------
 
 TEST_F(GraphsValidation, CallbackFailureQuotesItsMessageOnceAndWhole) {
