@@ -18,6 +18,8 @@
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
+#include "kernels/ref_tables.h"
+#include "kernels/registry.h"
 #include "runtime/error.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
@@ -105,6 +107,37 @@ TEST(EmulatedKernel, RegisterBoundsParameterSizes) {
   CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, &got, buf, sizeof got));
   EXPECT_EQ(got, tag);
   CGRT_ASSERT_OK(cgrt_module_unload(m));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// cgrt's own kernels keep their built-in references (adversarial finding F6).
+TEST(EmulatedKernel, NamesOfCgrtKernelsAreReserved) {
+  // Every built-in reference carries the reserved prefix.
+  size_t builtins = 0;
+#define CGRT__TEST_TABLE(t)                                               \
+  for (const cgrt__ref_kernel *k = t; k->name != nullptr; k++, builtins++) \
+    EXPECT_TRUE(cgrt__ref_name_reserved(k->name)) << k->name;
+  CGRT__REF_TABLES(CGRT__TEST_TABLE)
+#undef CGRT__TEST_TABLE
+  EXPECT_GT(builtins, 8u);
+  const cgrt__ref_kernel *probe = cgrt__ref_kernel_find("cgrt_probe");
+  ASSERT_NE(probe, nullptr);
+  const size_t sizes[2] = {8, 4};
+  for (const char *name : {"cgrt_probe", "cgrt_graph_meta_prepare", "cgrt_mla_split_m64", "cgrt_not_yet_a_kernel"}) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_emulated_kernel_register(name, 2, sizes, store_tag));
+    std::string msg = cgrt_last_error();
+    EXPECT_NE(msg.find(std::string("'") + name + "': names beginning with \"cgrt_\" are reserved"), std::string::npos)
+        << msg;
+    cgrt__ref_kernel k = {name, 2, {8, 4}, (cgrt__ref_fn)(void (*)(void))store_tag};
+    EXPECT_EQ(cgrt__ref_kernel_register(&k), -3) << name;
+  }
+  EXPECT_EQ(cgrt__ref_kernel_find("cgrt_probe"), probe);
+  EXPECT_EQ(cgrt__ref_kernel_find("cgrt_not_yet_a_kernel"), nullptr);
+  EXPECT_FALSE(cgrt__ref_name_reserved("cgrt"));
+  EXPECT_FALSE(cgrt__ref_name_reserved("my_cgrt_kernel"));
+  // The emulation's runtimes still run the built-in probe (it checks what it wrote).
+  cgrt_runtime *rt = cgrt_test::make_runtime(0, CGRT_DRIVER_EMULATED);
+  ASSERT_NE(rt, nullptr);
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 
