@@ -141,6 +141,44 @@ TEST(EmulatedKernel, NamesOfCgrtKernelsAreReserved) {
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 
+// ---- a workspace visit's callback may call cgrt (adversarial findings F8 / L2) -------
+
+// fn ran with the runtime's lock held: a callback calling cgrt on the same runtime
+// deadlocked (before the fix this test hangs until its time limit).
+TEST(WorkspaceVisit, CallbackMayCallCgrtOnTheSameRuntime) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CUdeviceptr p = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 0, "validation.visit.a", 64, CGRT_DTYPE_U8, &p));
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.visit.b", 32, CGRT_DTYPE_I32, &p));
+  struct Seen {
+    cgrt_runtime *rt;
+    std::vector<std::string> lines;
+    std::vector<cgrt_status> calls;
+  } seen = {rt, {}, {}};
+  CGRT_ASSERT_OK(cgrt_workspace_visit(
+      rt,
+      [](void *u, int lane, const char *name, size_t n, size_t bytes) {
+        auto *s = static_cast<Seen *>(u);
+        s->lines.push_back(std::to_string(lane) + " " + name + " " + std::to_string(n) + " " + std::to_string(bytes));
+        cgrt_workspace_stats st = {};
+        st.size = sizeof st;
+        s->calls.push_back(cgrt_workspace_get_stats(s->rt, &st));
+        CUdeviceptr q = 0;  // a new reservation during the visit: not visited
+        s->calls.push_back(request_1d(s->rt, 2, (std::string("validation.visit.new.") + name).c_str(), 16,
+                                      CGRT_DTYPE_U8, &q));
+      },
+      &seen));
+  ASSERT_EQ(seen.lines.size(), 2u);
+  EXPECT_EQ(seen.lines[0], "0 validation.visit.a 1 64");
+  EXPECT_EQ(seen.lines[1], "1 validation.visit.b 1 128");
+  for (cgrt_status st : seen.calls) EXPECT_EQ(st, CGRT_SUCCESS) << cgrt_status_name(st);
+  size_t n = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_visit(rt, [](void *u, int, const char *, size_t, size_t) { ++*(size_t *)u; }, &n));
+  EXPECT_EQ(n, 4u);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
 // ---- item 6: messages ------------------------------------------------------------------
 
 TEST(Messages, FaultSetWithTooSmallSizeSaysWhy) {
