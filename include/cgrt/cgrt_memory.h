@@ -75,8 +75,9 @@ cgrt_status cgrt_mem_free(cgrt_runtime *rt, CUdeviceptr ptr);
  * by checked replay, and dropped with a CGRT_LOG_WARN when cgrt allocates over it).
  * On the CPU emulation host memory may be registered too ("host-backed arrays"): cgrt
  * then registers it with the emulated driver (cuMemHostRegister), and copies, memsets
- * and kernels on the emulation may read and write it until it is unregistered. On a GPU
- * host memory the driver does not know is refused.
+ * and kernels on the emulation may read and write it until it is unregistered; every
+ * page of it must be mapped in the process (an address never allocated, such as
+ * 0xdead000, is refused). On a GPU host memory the driver does not know is refused.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (base 0,
  * bytes 0, a range wrapping past 2^64, memory the driver does not know, a range running
  * past its allocation, or overlapping a range already in the registry);

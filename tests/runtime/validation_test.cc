@@ -5,6 +5,8 @@
 // CGRT_DRIVER selects (the emulation in CI, the real driver on an H200), except where a
 // test names the emulation.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -176,6 +178,40 @@ TEST(WorkspaceVisit, CallbackMayCallCgrtOnTheSameRuntime) {
   size_t n = 0;
   CGRT_ASSERT_OK(cgrt_workspace_visit(rt, [](void *u, int, const char *, size_t, size_t) { ++*(size_t *)u; }, &n));
   EXPECT_EQ(n, 4u);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- registering memory that is not there (adversarial finding L4) --------------------
+
+// The emulation registered any host address as a host-backed array (0xdead000 included);
+// on the real driver such an address is no allocation either.
+TEST(MemRegister, AnAddressNeverAllocatedIsRefused) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  long ps = sysconf(_SC_PAGESIZE);
+  void *gone = mmap(nullptr, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  ASSERT_EQ(munmap((char *)gone + ps, ps), 0);  // a hole in the middle
+  const struct {
+    CUdeviceptr base;
+    size_t bytes;
+    const char *what;
+  } cases[] = {
+      {0xdead000, 4096, "0xdead000"},
+      {(CUdeviceptr)(uintptr_t)gone + ps, 64, "an unmapped page"},
+      {(CUdeviceptr)(uintptr_t)gone, 3 * (size_t)ps, "a range across an unmapped page"},
+  };
+  for (const auto &c : cases) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mem_register(rt, c.base, c.bytes));
+    EXPECT_NE(std::string(cgrt_last_error()).find("is not inside memory the"), std::string::npos)
+        << c.what << ": " << cgrt_last_error();
+  }
+  if (cgrt_test::is_emulated(rt)) {  // mapped host memory is a host-backed array there
+    CGRT_ASSERT_OK(cgrt_mem_register(rt, (CUdeviceptr)(uintptr_t)gone, (size_t)ps));
+    CGRT_ASSERT_OK(cgrt_mem_unregister(rt, (CUdeviceptr)(uintptr_t)gone));
+  }
+  munmap(gone, ps);
+  munmap((char *)gone + 2 * ps, 2 * ps);
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 
