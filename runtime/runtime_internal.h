@@ -124,6 +124,11 @@ size_t cgrt__buffers_snapshot(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_
  * p; CUDA_ERROR_NOT_FOUND when [p, p + bytes) runs past its end (bytes 0: only p is
  * looked at, one driver call; else three); other driver errors as returned. */
 CUresult cgrt__buffer_id(const cgrt__driver *drv, CUdeviceptr p, size_t bytes, uint64_t *id);
+/* 1 when r, a result of cgrt__buffer_id, is the driver's answer about the memory
+ * (CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND); 0 when the call itself
+ * failed (any other CUresult), which says nothing about the memory: a driver failure,
+ * never a verdict on a pointer. */
+int cgrt__buffer_id_answered(CUresult r);
 
 /* Frees what cgrt_mem_alloc allocations are still live (a CGRT_LOG_WARN each), releases
  * the registrations and empties the registry (used by cgrt_runtime_destroy after the

@@ -201,12 +201,16 @@ typedef struct cgrt_graphs_options {
    *   - memory the set owns.
    * A copy-in binding must lie inside a live allocation. Otherwise the step returns
    * CGRT_ERROR_STALE_POINTER naming the node, parameter or buffer, with nothing patched
-   * or launched (the eager fallback is refused the same way). After the launch the step
-   * waits for the replay stream and verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY)
-   * and a WHILE loop's step counter. Costs per checked step: one driver call per buffer
-   * the graph points into and per registered or declared range it uses, a binary search
-   * per other pointer parameter, three driver calls per binding, and a stream
-   * synchronization. The unchecked step does none of this. */
+   * or launched (the eager fallback is refused the same way). A driver call of the check
+   * that fails (cuPointerGetAttribute answering neither CUDA_SUCCESS nor
+   * CUDA_ERROR_INVALID_VALUE) is no verdict: the step returns CGRT_ERROR_DRIVER naming
+   * it, nothing launched; a buffer whose binding could not be asked is asked again by the
+   * next checked step. After the launch the step waits for the replay stream and
+   * verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY) and a WHILE loop's step
+   * counter. Costs per checked step: one driver call per buffer the graph points into
+   * and per registered or declared range it uses, a binary search per other pointer
+   * parameter, three driver calls per binding, and a stream synchronization. The
+   * unchecked step does none of this. */
   int checked_replay;
   int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
                              run the step eagerly and count the fallback */

@@ -335,6 +335,52 @@ TEST_F(GraphsValidation, StepRefusesBindingsWhoseRangeWraps) {
   step_and_check(4);  // nothing moved
 }
 
+// ---- checked replay: a failed driver call is no stale pointer (adversarial finding L1) --
+
+// cuPointerGetAttribute fails (once, then for good) at each of its calls of a checked
+// step that rebinds a buffer: the step answers CGRT_ERROR_DRIVER naming the call, or
+// succeeds when the call was asked again, never CGRT_ERROR_STALE_POINTER; the next step
+// works.
+TEST_F(GraphsValidation, CheckedReplayReportsAFailedPointerQueryAsADriverFailure) {
+  start(1);
+  cgrt_graphs_options o;
+  options(&o);
+  o.checked_replay = 1;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  CUdeviceptr alt = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.alt_in", 64, CGRT_DTYPE_F32, &alt));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtod_async(rt, alt, buf[IN], bytes[IN], nullptr));
+  CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, nullptr));
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuPointerGetAttribute";
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));  // counts the calls of one rebinding step
+  cgrt_binding to_alt = {IN, alt, 0}, back = {IN, buf[IN], 0};
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &to_alt, 1));
+  const unsigned long calls = cgrt_fault_calls();
+  ASSERT_GE(calls, 4u);  // the binding (3) and the per-step check (1 per buffer)
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &back, 1));
+  for (int sticky = 0; sticky <= 1; sticky++) {
+    for (unsigned long k = 1; k <= calls; k++) {
+      plan.fail_at = k;
+      plan.sticky = sticky;
+      CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+      cgrt_status st = cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, k % 2 ? &to_alt : &back, 1);
+      std::string msg = cgrt_last_error();
+      CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+      if (st != CGRT_SUCCESS) {
+        EXPECT_EQ(st, CGRT_ERROR_DRIVER) << "call " << k << (sticky ? " for good: " : ": ") << msg;
+        EXPECT_NE(msg.find("cuPointerGetAttribute failed with CUDA_ERROR_UNKNOWN"), std::string::npos) << msg;
+      } else {
+        EXPECT_FALSE(sticky) << "call " << k << ": a step succeeded while every pointer query failed";
+      }
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &back, 1));  // asks again: fine
+    }
+  }
+  step_and_check(4);
+}
+
 // ---- a failed create frees what it made and keeps its cause (F1) ----------------------
 
 TEST_F(GraphsValidation, FailedCreateFreesTheHalfMadeSetAndKeepsItsCause) {
