@@ -17,6 +17,7 @@ from ._lib import lib
 from ._options import enum_value, make_options
 from ._streams import stream_ptr
 from ._torch import PrivatePool, external_stream, torch_loaded
+from .runtime import DeviceArray
 
 __all__ = ["GraphSet", "Batch", "MODES", "REPLAY_MODES", "DIRECTIONS"]
 
@@ -273,8 +274,9 @@ class GraphSet(Handle):
     # ---- the per-step path ---------------------------------------------------------------
     # A step with bindings costs the package a few attribute reads per binding: for a torch
     # tensor (exact type torch.Tensor) dtype, shape, device and contiguity are compared with
-    # the registered buffer's (cached per buffer), its data_ptr() goes into a ctypes binding
-    # array built once per distinct set of keys, and the C function is called directly.
+    # the registered buffer's (cached per buffer; for a cgrt.DeviceArray of this runtime,
+    # dtype and shape), its address goes into a ctypes binding array built once per distinct
+    # set of keys, and the C function is called directly.
     # Anything else (another array type, a tensor that fails a fast check) goes through the
     # generic check_tensor, which accepts or raises exactly as before.
     #
@@ -341,6 +343,7 @@ class GraphSet(Handle):
             self._tensor_type = sys.modules["torch"].Tensor  # torch imported after the set
         ids, arr, words, _ = self._plan(tuple(bind))
         fast, tt, want = self._fast, self._tensor_type, self._want_dev
+        rt, views = self.runtime, self._views
         moved, tensors = [], []
         w = 0
         for i, obj in zip(ids, bind.values()):
@@ -354,6 +357,14 @@ class GraphSet(Handle):
                         tensors.append(obj)
                         w += _WORDS
                         continue
+            elif type(obj) is DeviceArray and obj.runtime is rt:
+                reg = views[i]
+                if obj.dtype == reg.dtype and obj.shape == reg.shape:
+                    ptr = obj.handle  # raises once closed, as the generic path does
+                    words[w + _PTR], words[w + _BYTES] = ptr, obj.nbytes
+                    moved.append((i, obj, ptr))
+                    w += _WORDS
+                    continue
             ptr, nbytes, is_torch = self._bind_checked(i, obj)  # raises on a mismatch
             words[w + _PTR], words[w + _BYTES] = ptr, nbytes
             moved.append((i, obj, ptr))

@@ -134,3 +134,22 @@ def test_a_kernel_exception_in_a_warm_up_fails_the_capture_with_the_chain(rt):
         kernels.FAIL["on"] = False
     assert isinstance(e.value.__cause__, cgrt.EmulatedKernelError)
     assert e.value.__cause__.__cause__ is kernels.FAIL["exc"]
+
+
+def test_device_array_bindings(rt, axpy):
+    x, y = rt.empty(16, "float32"), rt.empty(16, "float32")
+    rt.memset(y, 0, y.nbytes)
+    gs = _set(rt, axpy, x, y)
+    x2 = rt.empty(16, "float32").copy_from(bytes((ctypes.c_float * 16)(*[1.0] * 16)))
+    gs.step(2, bind={"x": x2})
+    rt.synchronize()
+    assert y.numpy()[:4].tolist() == [2.0] * 4 and gs._bound[0] is x2
+    with pytest.raises(TypeError, match="dtype int32, expected float32"):
+        gs.step(2, bind={"x": rt.empty(16, "int32")})
+    with pytest.raises(ValueError, match=r"shape \[8\], expected \[16\]"):
+        gs.step(2, bind={"x": rt.empty(8, "float32")})
+    gone = rt.empty(16, "float32")
+    gone.close()
+    with pytest.raises(cgrt.InvalidHandleError):
+        gs.step(2, bind={"x": gone})
+    assert gs._bound[0] is x2
