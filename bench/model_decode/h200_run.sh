@@ -6,12 +6,13 @@
 #
 #   bash bench/model_decode/h200_run.sh bench    LIBDIR   # benchmark (about 3 min; < 8 min)
 #   bash bench/model_decode/h200_run.sh validate LIBDIR   # checked replay, serve, spec, py GPU tests
+#   bash bench/model_decode/h200_run.sh overhead LIBDIR   # host time of GraphSet.step vs raw call (~1 min)
 #
 # Logs, JSON and plots go to $OUT (default /tmp/model_decode_out); summary.txt there says
 # each part's exit status. Every part has its own timeout, so a hang cannot eat the rest.
 set -u
-what=${1:?usage: h200_run.sh bench|validate LIBDIR}
-libdir=${2:?usage: h200_run.sh bench|validate LIBDIR}
+what=${1:?usage: h200_run.sh bench|validate|overhead LIBDIR}
+libdir=${2:?usage: h200_run.sh bench|validate|overhead LIBDIR}
 OUT=${OUT:-/tmp/model_decode_out}
 mkdir -p "$OUT"
 export CGRT_LIBRARY="$(cd "$libdir" && pwd)/libcgrt.so.1"
@@ -41,8 +42,13 @@ case "$what" in
     part spec 120 python3 examples/deepseek_v2_lite/spec.py --time-limit 90 --json "$OUT/spec.json"
     part pytest_gpu 60 python3 -m pytest -q -p no:cacheprovider python/tests/test_torch_gpu.py
     ;;
+  overhead)
+    part step_overhead 120 python3 bench/model_decode/step_overhead.py --json "$OUT/step_overhead.json"
+    part step_overhead_cross 120 python3 bench/model_decode/step_overhead.py --cross-stream \
+      --json "$OUT/step_overhead_cross.json"
+    ;;
   *)
-    echo "unknown part $what (bench or validate)"
+    echo "unknown part $what (bench, validate or overhead)"
     exit 2
     ;;
 esac

@@ -3,16 +3,30 @@
     python3 examples/deepseek_v2_lite/check_stale.py           # GPU (2 layers of the full shape)
     CGRT_DRIVER=emulated python3 examples/deepseek_v2_lite/check_stale.py
 
-The model's KV caches and activations are registered with cgrt (live ranges known to the
-buffer registry) and the decode set captures with checked replay. A checked step runs.
-Then the engine drops the KV cache of layer 0: it unregisters it, frees it
-(torch.cuda.empty_cache() returns the memory to the driver on a GPU) and allocates a tensor
-of the same size, which typically takes the same addresses back. The next step must fail
-with CGRT_ERROR_STALE_POINTER and launch nothing: the output buffer keeps a sentinel, the
-set's replay count does not move. Where libcgrt has cgrt_mem_register (device memory API),
-a second case frees and reallocates the cache of layer 1 WITHOUT unregistering it: the
-driver's buffer id of the reused address differs from the registered one, which checked
-replay must also refuse (GPU only: the emulation reports no buffer ids for host memory).
+The model's KV caches, activations and the decode set's static buffers are registered
+with cgrt (live ranges known to the buffer registry) and the decode set captures with
+checked replay. A checked step runs. Then the engine drops the KV cache of layer 0: it
+unregisters it, frees it and allocates a tensor of the same size, which PyTorch's
+caching allocator serves from the freed block (the same addresses, as in an engine). The
+next step must fail with CGRT_ERROR_STALE_POINTER and launch nothing: the output buffer
+keeps a sentinel, the set's replay count does not move. Where libcgrt has
+cgrt_mem_register (device memory API), a second case frees the cache of layer 1 WITHOUT
+unregistering it and returns its memory to the driver (torch.cuda.empty_cache()) before
+allocating a tensor of the same size: the driver's buffer id of the reused address
+differs from the registered one, which checked replay must also refuse (GPU only: the
+emulation reports no buffer ids for host memory).
+
+In the first case the freed memory stays mapped (the caching allocator keeps it), so a
+step that is wrongly not refused writes into the new tensor instead of faulting: the
+case reports FAILED and the second still runs. In the second, such a step may touch
+memory returned to the driver; the CUDA error then surfaces at the next synchronization
+and is reported with the case named.
+
+The step's input tensors are registered too (on the emulation, host memory a checked
+step binds must be known to cgrt). A failure of any kind ends the script with its full
+text (the traceback, then the message's first lines again without PyTorch's C++ stack)
+and a last line "check_stale: FAILED during <stage>: ..."; exit status 1 when a case is
+not refused, 2 on an exception.
 """
 import argparse
 import gc
@@ -23,12 +37,14 @@ import torch
 
 import backend as cg
 import common
-from common import say
+from common import say, stage
 from engine import Engine, pages_for
 
 
 def _inputs(eng, n, ctx):
-    """n requests of context ctx on consecutive pages, with synthetic KV."""
+    """n requests of context ctx on consecutive pages, with synthetic KV; the tensors are
+    registered with cgrt (checked replay accepts a bound address only inside memory it
+    knows: on the emulation host memory is known once registered)."""
     cfg, dev = eng.cfg, eng.be.device
     per = pages_for(ctx + 1, cfg.page_size)
     bt = torch.zeros((eng.S, eng.MB), dtype=torch.int32)
@@ -37,24 +53,35 @@ def _inputs(eng, n, ctx):
     g = torch.Generator(device=dev)
     g.manual_seed(5)
     eng.kv.fill_pages(list(range(n * per)), g, 1.0)
-    return {"token_ids": torch.arange(eng.S, dtype=torch.int64).to(dev),
-            "req_seq_lens": torch.full((eng.S,), ctx + 1, dtype=torch.int32).to(dev),
-            "req_positions": torch.full((eng.S,), ctx, dtype=torch.int64).to(dev),
-            "block_table": bt.to(dev)}
+    inputs = {"token_ids": torch.arange(eng.S, dtype=torch.int64).to(dev),
+              "req_seq_lens": torch.full((eng.S,), ctx + 1, dtype=torch.int32).to(dev),
+              "req_positions": torch.full((eng.S,), ctx, dtype=torch.int64).to(dev),
+              "block_table": bt.to(dev)}
+    for k, t in inputs.items():
+        eng.be.register(t, f"step input {k}")
+    return inputs
 
 
 def _refused(eng, inputs, n, what):
-    """Steps once expecting STALE_POINTER with nothing launched; returns a result dict."""
+    """Steps once expecting STALE_POINTER with nothing launched; returns a result dict.
+    A CUDA error after the step (it ran on freed memory) is raised with the case named."""
     be, out = eng.be, eng.dec["out_tokens"]
+    stage(f"case '{what}': before the step")
     out.fill_(-7)
     be.synchronize()
     replays = eng.decode_set.stats()["replays"]
     status, msg = "CGRT_SUCCESS", ""
+    stage(f"case '{what}': the step (expected to be refused)")
     try:
         eng.decode_set.step(n, bind=inputs)
     except cg.Error as e:
         status, msg = e.status_name, e.message
-    be.synchronize()
+    stage(f"case '{what}': synchronizing after the step ({status})")
+    try:
+        be.synchronize()
+    except Exception as e:  # noqa: BLE001 - named, then reported by the caller
+        raise RuntimeError(f"case '{what}': the step returned {status} and the device failed afterwards "
+                           f"(did a replay run on freed memory?): {type(e).__name__}") from e
     untouched = bool((out == -7).all())
     moved = eng.decode_set.stats()["replays"] - replays
     ok = status == "CGRT_ERROR_STALE_POINTER" and untouched and moved == 0
@@ -64,16 +91,23 @@ def _refused(eng, inputs, n, what):
             "replays_added": moved, "ok": ok}
 
 
-def _drop_cache(eng, layer):
-    """Frees the KV cache of `layer` (every reference the engine holds) and returns its
-    address and size."""
+def _drop_cache(eng, layer, unregister, to_driver):
+    """Frees the KV cache of `layer` (every reference the engine holds; unregistered from
+    cgrt first when `unregister`, as an engine does before freeing) and returns its
+    address and size. `to_driver`: on a GPU the memory goes back to the driver
+    (torch.cuda.empty_cache()); else PyTorch's caching allocator keeps it."""
     c = eng.kv.caches[layer]
     base, size = c.data_ptr(), c.numel() * c.element_size()
+    stage(f"freeing the layer-{layer} KV cache")
+    if eng.be.device.type == "cuda":
+        torch.cuda.synchronize()  # nothing queued may still use it
+    if unregister:
+        eng.be.unregister(base)
     eng.kv.caches[layer] = None
     eng.kv.layer_cache = [None if t is c else t for t in eng.kv.layer_cache]
     del c
     gc.collect()
-    if eng.be.device.type == "cuda":
+    if eng.be.device.type == "cuda" and to_driver:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     return base, size
@@ -94,33 +128,39 @@ def cache_pages(cfg, at_least):
 def run(be, cfg, n=3, ctx=100):
     """Returns (ok, results)."""
     S = 8
+    stage("building the engine")
     eng = Engine(be, cfg, S, ctx + 64, cache_pages(cfg, pages_for(S * (ctx + 64), cfg.page_size)), checked=True,
                  progress=say)
+    stage("capturing the decode set (checked replay)")
     eng.capture_decode()
+    stage("preparing the inputs")
     inputs = _inputs(eng, n, ctx)
+    stage("a checked step with every range live")
     eng.decode_set.step(n, bind=inputs)
     be.synchronize()
     say(f"checked step with every range live: OK ({eng.decode_set.stats()['replays']} replays)")
     results = []
 
-    base, size = _drop_cache(eng, 0)
-    be.unregister(base)
+    base, size = _drop_cache(eng, 0, unregister=True, to_driver=False)
+    stage("allocating a tensor of the freed size")
     filler = torch.empty(size, dtype=torch.uint8, device=be.device)
-    say(f"layer-0 KV cache freed; a new {size}-byte tensor got {'the same' if filler.data_ptr() == base else 'another'}"
-        " address")
+    say(f"layer-0 KV cache unregistered and freed; a new {size}-byte tensor got "
+        f"{'the same' if filler.data_ptr() == base else 'another'} address")
     results.append(_refused(eng, inputs, n, "freed and unregistered"))
 
     if be.has_mem_register and not be.emulated and cfg.layers > 1:
-        base1, size1 = _drop_cache(eng, 1)
+        base1, size1 = _drop_cache(eng, 1, unregister=False, to_driver=True)
+        stage("allocating a tensor of the freed size (layer 1)")
         filler1 = torch.empty(size1, dtype=torch.uint8, device=be.device)
         same = filler1.data_ptr() == base1
-        say(f"layer-1 KV cache freed without unregistering; the new tensor got {'the same' if same else 'another'} "
-            "address")
+        say(f"layer-1 KV cache freed without unregistering, its memory returned to the driver; the new tensor got "
+            f"{'the same' if same else 'another'} address")
         r = _refused(eng, inputs, n, "freed, reallocated, still registered")
         r["same_address"] = same
         results.append(r)
         del filler1
     del filler
+    stage("done")
     return all(r["ok"] for r in results), results
 
 
@@ -130,13 +170,21 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.layers is None:
         args.layers = 2
+    stage("opening the backend")
     be, cfg = common.open_backend(args)
-    ok, results = run(be, cfg)
+    try:
+        ok, results = run(be, cfg)
+    except Exception as e:  # noqa: BLE001 - in the JSON too, then reported by guarded_main
+        common.write_json(args.json, {"meta": common.run_meta(be), "ok": False, "stage": common.STAGE[0],
+                                      "exception": common.exception_head(e)})
+        raise
     common.write_json(args.json, {"meta": common.run_meta(be), "results": results, "ok": ok})
     be.close()
-    say("OK" if ok else "FAILED")
+    say("check_stale: OK" if ok else "check_stale: FAILED: " + "; ".join(
+        f"{r['case']}: {r['status']}, outputs untouched {r['outputs_untouched']}, replays +{r['replays_added']}"
+        for r in results if not r["ok"]))
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.guarded_main("check_stale", main))

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import time
+import traceback
 
 import torch
 
@@ -19,6 +20,62 @@ T0 = time.perf_counter()
 
 def say(*a):
     print(f"[{time.perf_counter() - T0:7.1f}s]", *a, flush=True)
+
+
+STAGE = ["start"]  # what the script is doing (named in a failure report)
+
+
+def stage(what):
+    STAGE[0] = what
+
+
+def _is_frame(line):
+    s = line.strip()
+    return s.startswith("frame #") or s.startswith("Exception raised from ")
+
+
+def exception_head(e, lines=8):
+    """The first lines of an exception's text and of its causes', without the C++ stack
+    that PyTorch's errors append ("Exception raised from ...", "frame #N: ...")."""
+    out, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = [ln for ln in str(e).splitlines() if ln.strip()]
+        head = [ln for ln in text if not _is_frame(ln)][:lines]
+        dropped = sum(1 for ln in text if _is_frame(ln))
+        mod, cls = type(e).__module__, type(e).__qualname__
+        prefix = "caused by " if out else ""
+        out.append(f"{prefix}{cls if mod == 'builtins' else mod + '.' + cls}: {head[0] if head else ''}")
+        out += ["    " + ln for ln in head[1:]]
+        if dropped:
+            out.append(f"    ({dropped} C++ stack lines; the full text is above)")
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def report_exception(name, e):
+    """Prints the full traceback (the exception's whole text), then its first lines again
+    and a last line naming the stage, so that the tail of a log says what failed."""
+    print(f"==== {name}: exception during {STAGE[0]}; full text:", flush=True)
+    print("".join(traceback.format_exception(type(e), e, e.__traceback__)), end="", flush=True)
+    print(f"==== {name}: the exception's first lines:", flush=True)
+    for ln in exception_head(e):
+        print("  " + ln, flush=True)
+    first = exception_head(e)[0]
+    print(f"{name}: FAILED during {STAGE[0]}: {first[:400]}", flush=True)
+
+
+def guarded_main(name, main, argv=None):
+    """main(argv)'s exit status. An exception is reported (report_exception) and the
+    process exits with status 2 at once (os._exit): after a device fault, finalizers and
+    PyTorch's exit handlers may fail again and bury the report under their own output."""
+    try:
+        return main(argv)
+    except Exception as e:  # noqa: BLE001 - reported in full, then a non-zero exit
+        report_exception(name, e)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(2)
 
 
 def add_common_args(p):

@@ -131,6 +131,15 @@ class Engine:
                 be.register(c, f"kv_cache[{i}]")
             for t in self.act.tensors() + (self.draft_act.tensors() if spec_k else []):
                 be.register(t, "activations")
+            # the sets' static buffers too: checked replay refuses a buffer outside memory
+            # the driver or cgrt knows (on the emulation host memory is known once registered)
+            statics = dict(self.dec)
+            if spec_k:
+                statics.update({"v_" + k: t for k, t in self.ver.items()})
+                statics.update({"s_req_seq_lens": self.sL, "s_req_positions": self.sP, "s_block_table": self.sbt})
+                statics.update({"d_" + k: t for k, t in self.dmeta.items()})
+            for k, t in statics.items():
+                be.register(t, f"buffer {k}")
 
     # ---- speculative decoding state ----
     def _spec_buffers(self, log_width):

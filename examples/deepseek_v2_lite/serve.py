@@ -26,7 +26,7 @@ import time
 import torch
 
 import common
-from common import say
+from common import say, stage
 from engine import Engine, max_abs_diff, pages_for, summarize_ms, tensor_equal
 from model import reference_mla
 
@@ -68,6 +68,7 @@ def main(argv=None):
     p.add_argument("--checked-replay", action="store_true", help="cgrt's checked replay (slower)")
     args = p.parse_args(argv)
 
+    stage("opening the backend")
     be, cfg = common.open_backend(args)
     emu = be.emulated
     steps = args.steps or (24 if emu else 1000)
@@ -84,12 +85,14 @@ def main(argv=None):
                "max_context": max_ctx, "max_new": max_new, "kv_tokens": kv_tokens, "model": cfg.__dict__}}
     failures = []
     with in_stream:
+        stage("building the engine (weights, KV caches, warm-up, lock)")
         eng = Engine(be, cfg, S, max_model_len, num_pages, checked=args.checked_replay, stream=stream, progress=say)
         ws = be.workspace_stats()
         pi = eng.plan.info
         say(f"warm-up: workspaces locked ({ws['reservations']} reservations, {ws['bytes_allocated'] / 2**20:.2f} MiB,"
             f" counters {ws['counter_bytes']} B); MLA plan {pi['split_kernel']}, {pi['splits']} splits, partials "
             f"{pi['workspace_bytes'] / 2**20:.2f} MiB (fixed split: {pi['fixed_split_bytes'] / 2**20:.2f} MiB)")
+        stage("capturing the decode set")
         secs = eng.capture_decode()
         gs = eng.decode_set.stats()
         say(f"captured {gs['buckets']} buckets {eng.decode_sizes} in {secs:.2f} s ({gs['nodes']} nodes, "
@@ -102,6 +105,13 @@ def main(argv=None):
         gen = torch.Generator(device=dev)
         gen.manual_seed(args.seed)
         bts = [torch.zeros((S, eng.MB), dtype=torch.int32, device=dev) for _ in range(2)]
+        # checked replay on the emulation binds only host memory cgrt knows: register the
+        # inputs (the new tensors of each step until the step after; on a GPU the driver knows them)
+        reg_inputs = args.checked_replay and emu
+        registered = []
+        if reg_inputs:
+            for i, t in enumerate(bts):
+                be.register(t, f"block table {i}")
         active, next_id, finished = [], 0, 0
         host_us, stats_rows = [], []
         checks = {"steps_checked": 0, "bitwise_equal": 0, "max_hidden_diff": 0.0, "attn_checks": 0,
@@ -111,6 +121,7 @@ def main(argv=None):
             if time.perf_counter() - common.T0 > args.time_limit:
                 say(f"time limit reached after {step} steps")
                 break
+            stage(f"step {step}: preparing the inputs")
             # arrivals (ragged contexts, log-uniform), admitted while pages and slots last
             for _ in range(3):
                 if len(active) >= S or (active and rng.random() > 0.35):
@@ -142,11 +153,20 @@ def main(argv=None):
                           for k, v in (("token_ids", tok), ("req_seq_lens", lens), ("req_positions", pos))}
                 bt.copy_(bt_host.pin_memory(), non_blocking=True)
             inputs["block_table"] = bt
+            if reg_inputs:
+                for k in ("token_ids", "req_seq_lens", "req_positions"):
+                    be.register(inputs[k], f"step input {k}")
             B = eng.decode_set.bucket_rows(n)
+            stage(f"step {step}: the replay ({n} requests, bucket {B})")
             t0 = time.perf_counter()
             eng.decode_set.step(n, bind=inputs)
             host_us.append((time.perf_counter() - t0) * 1e6)
+            if reg_inputs:  # the previous step's inputs are no longer bound
+                for t in registered:
+                    be.unregister(t)
+                registered = [inputs[k] for k in ("token_ids", "req_seq_lens", "req_positions")]
             if step < check_steps:
+                stage(f"step {step}: the eager check")
                 got_tok = eng.dec["out_tokens"][:B].clone()
                 got_h = eng.dec["out_hidden"][:B].clone()
                 eng.eager_decode(inputs, n, B)
@@ -182,6 +202,7 @@ def main(argv=None):
                 say(f"step {step + 1}/{steps}: {n} requests (bucket {B}), {finished} finished, "
                     f"{checks['bitwise_equal']}/{checks['steps_checked']} checked steps equal")
         wall = time.perf_counter() - t_start
+        stage("the final synchronization and verification")
         be.synchronize()
         be.verify()
         gs = eng.decode_set.stats()
@@ -201,4 +222,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.guarded_main("serve", main))

@@ -27,7 +27,7 @@ import time
 import torch
 
 import common
-from common import say
+from common import say, stage
 from engine import Engine, pages_for, summarize_ms
 
 
@@ -98,6 +98,7 @@ def main(argv=None):
     p.add_argument("--kv-tokens", type=int, default=None)
     args = p.parse_args(argv)
 
+    stage("opening the backend")
     be, cfg = common.open_backend(args)
     emu = be.emulated
     S = args.max_num_seqs or (4 if emu else 32)
@@ -116,8 +117,10 @@ def main(argv=None):
                "iters": iters, "max_context": max_ctx, "model": cfg.__dict__}, "rounds": []}
     failures = []
     with in_stream:
+        stage("building the engine (weights, KV caches, warm-up, lock)")
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=S, alpha=args.alpha,
                      log_width=log_width, stream=stream, progress=say)
+        stage("capturing the draft and verify sets")
         td, tv = eng.capture_spec()
         ds, vs = eng.draft_set.stats(), eng.verify_set.stats()
         say(f"captured the draft set ({ds['buckets']} graphs incl. {k}-step draft loops) in {td:.2f} s and the "
@@ -131,6 +134,7 @@ def main(argv=None):
             if time.perf_counter() - common.T0 > args.time_limit:
                 say(f"time limit reached after {rd} rounds")
                 break
+            stage(f"round {rd}: setup")
             pages = common.Pages(num_pages, args.seed + rd)
             n = rng.randint(1, S) if rd else S
             setup_round(eng, rng, pages, gen, n, max_ctx, iters)
@@ -141,6 +145,7 @@ def main(argv=None):
                 ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
                 torch.cuda.current_stream().synchronize()
                 ev[0].record()
+            stage(f"round {rd}: {iters} iterations through the graphs")
             t0 = time.perf_counter()
             for _ in range(iters):
                 eng.spec_iteration(n)
@@ -158,6 +163,7 @@ def main(argv=None):
                    "greedy_agreement": int(st["match"][:n].sum()), "ms": gpu_ms, "host_ms": host_s * 1e3,
                    "ms_per_emitted_token": gpu_ms / max(1, emitted)}
             if checked:
+                stage(f"round {rd}: the eager check")
                 graph_state = st
                 restore(eng, snap)
                 Bd = eng.draft_set.bucket_rows(n)
@@ -185,4 +191,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.guarded_main("spec", main))

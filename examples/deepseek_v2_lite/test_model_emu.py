@@ -180,3 +180,25 @@ def test_speculative_loop_equals_eager(be):
     for _ in range(iters):
         eng.eager_spec_iteration(n, Bd, Bv)
     assert spec.compare(eng, got, spec.snapshot(eng), n) == []
+
+
+def test_failure_report_names_the_stage_and_ends_with_the_message_head(capsys):
+    import common
+    common.stage("case x: the step")
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as inner:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered\nsecond line\n"
+                               "Exception raised from check at CUDAException.cpp:42 (most recent call first):\n"
+                               "frame #0: c10::Error::Error(...) (libc10.so)\n"
+                               "frame #1: THPVariable_foo (libtorch_python.so)") from inner
+    except RuntimeError as e:
+        common.report_exception("demo", e)
+    out = capsys.readouterr().out.splitlines()
+    assert "frame #1: THPVariable_foo (libtorch_python.so)" in out  # the full text first
+    tail = out[out.index("==== demo: the exception's first lines:"):]
+    assert not any("frame #" in ln for ln in tail)
+    assert any("second line" in ln for ln in tail) and any("caused by KeyError: 'inner'" in ln for ln in tail)
+    assert out[-1] == ("demo: FAILED during case x: the step: RuntimeError: CUDA error: an illegal memory access "
+                       "was encountered")

@@ -6,7 +6,7 @@ carries the status value (``status``), its name (``status_name``, e.g.
 (``message``).
 """
 
-__all__ = ["Error", "LibraryNotFoundError", "error_class", "STATUS_NAMES"]
+__all__ = ["Error", "LibraryNotFoundError", "EmulatedKernelError", "error_class", "STATUS_NAMES"]
 
 
 class Error(RuntimeError):
@@ -59,6 +59,19 @@ for _value, _name, _cls, _extra in _STATUSES:
     globals()[_cls] = _klass
     __all__.append(_cls)
 del _value, _name, _cls, _extra, _bases, _klass
+
+
+class EmulatedKernelError(_BY_STATUS[15]):
+    """A Python reference kernel (cgrt.register_emulated_kernel) raised while a cgrt call
+    ran it on the emulation; its exception is ``__cause__``. A CGRT_ERROR_CALLBACK_FAILED
+    raised by the package: ``call_status`` is the status the C call itself returned (0:
+    the call succeeded and its effects, a launch or new bindings, took place)."""
+
+    __module__ = "cgrt"
+
+    def __init__(self, message, call_status=0):
+        super().__init__(message)
+        self.call_status = call_status
 
 
 def error_class(status):

@@ -15,7 +15,7 @@ import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int,
                     c_int64, c_size_t, c_ubyte, c_uint, c_uint64, c_ulong, c_ulonglong, c_void_p)
 
-from ._errors import LibraryNotFoundError, error_class
+from ._errors import STATUS_NAMES, EmulatedKernelError, LibraryNotFoundError, error_class
 
 CUdeviceptr = c_ulonglong
 CUstream = c_void_p
@@ -84,7 +84,9 @@ ENQUEUE_FN = CFUNCTYPE(c_int, c_void_p, CUstream, POINTER(BatchDesc))
 DRAFT_REBUILD_FN = CFUNCTYPE(c_int, c_void_p, CUstream, c_int, POINTER(BatchDesc))
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 WORKSPACE_VISIT_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p, c_size_t, c_size_t)
-EMULATED_KERNEL_FN = CFUNCTYPE(None, POINTER(EmulatedLaunch), POINTER(c_ubyte), POINTER(c_size_t))
+# cgrt_emulated_kernel_fn(const cgrt_emulated_launch *, const unsigned char *params,
+# const size_t *param_offsets): the pointers arrive as ints (cheaper than ctypes pointers)
+EMULATED_KERNEL_FN = CFUNCTYPE(None, c_void_p, c_void_p, c_void_p)
 
 
 class GraphsOptions(Structure):
@@ -241,7 +243,39 @@ SIGNATURES = {
 PENDING = {"cgrt_mem_alloc", "cgrt_mem_free", "cgrt_mem_register", "cgrt_mem_unregister"}
 
 
+# Exceptions of Python reference kernels (cgrt.register_emulated_kernel), per thread
+# ident: the first one since the thread's last checked call, as (kernel name, exception).
+_kernel_errors = {}
+
+
+def kernel_failed(name, exc):
+    """Called by a Python reference kernel that raised (on the thread running the kernel)."""
+    _kernel_errors.setdefault(threading.get_ident(), (name, exc))
+
+
+def _kernel_error(result):
+    """The EmulatedKernelError for this thread's pending kernel exception (or None)."""
+    got = _kernel_errors.pop(threading.get_ident(), None)
+    if got is None:
+        return None
+    name, exc = got
+    what = f"emulated kernel {name!r} (a Python reference) raised {type(exc).__name__}: {exc}"
+    if result != 0:
+        raw = lib.cgrt_last_error()
+        what += f"; the call itself failed with {STATUS_NAMES.get(result, result)}: " + \
+            (raw.decode("utf-8", "replace") if raw else "")
+    else:
+        what += "; the call itself returned CGRT_SUCCESS (its other effects took place)"
+    err = EmulatedKernelError(what, call_status=result)
+    err.__cause__ = exc
+    return err
+
+
 def _errcheck(result, func, args):
+    if _kernel_errors:
+        err = _kernel_error(result)
+        if err is not None:
+            raise err
     if result != 0:
         raw = lib.cgrt_last_error()
         raise error_class(result)(raw.decode("utf-8", "replace") if raw else "", status=result)

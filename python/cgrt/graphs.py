@@ -11,12 +11,13 @@ import weakref
 from ctypes import byref, c_int, c_void_p
 
 from . import _lib
-from ._errors import Error
+from ._errors import EmulatedKernelError, Error
 from ._handle import Handle
 from ._lib import lib
 from ._options import enum_value, make_options
 from ._streams import stream_ptr
 from ._torch import PrivatePool, external_stream, torch_loaded
+from .runtime import DeviceArray
 
 __all__ = ["GraphSet", "Batch", "MODES", "REPLAY_MODES", "DIRECTIONS"]
 
@@ -26,7 +27,14 @@ DIRECTIONS = {"in": 1, "out": 2, "inout": 3}
 _MODE_NAMES = {v: k for k, v in MODES.items()}
 _META_BUFFERS = ("req_seq_lens", "req_positions", "block_table", "seq_lens", "positions",
                  "slot_mapping", "draft_remaining")
+_MODE_FAST = {"decode": 0, "block": 1}
 _CALLBACK_FAILED = 15
+_COPY_IN = REPLAY_MODES["copy_in"]
+# cgrt_binding as 64-bit words (int buffer + padding, ptr, bytes): the per-step path writes
+# addresses and sizes into a prebuilt array through this view.
+_WORDS = ctypes.sizeof(_lib.Binding) // 8
+_PTR, _BYTES = _lib.Binding.ptr.offset // 8, _lib.Binding.bytes.offset // 8
+assert ctypes.sizeof(_lib.Binding) % 8 == 0 and _lib.Binding.ptr.offset % 8 == 0 and _lib.Binding.bytes.offset % 8 == 0
 
 
 class Batch:
@@ -54,9 +62,9 @@ class Batch:
     def __getitem__(self, key):
         gs = self._set
         i = gs.buffer_id(key)
-        pending = gs._pending.get(i)
-        if pending is not None and pending[1] == self.addresses[i]:
-            return pending[0]  # bound by the step being run (exec-update re-capture)
+        for j, obj, ptr in reversed(gs._pending):  # bound by the call running the step
+            if j == i and ptr == self.addresses[i]:
+                return obj  # (exec-update re-capture, eager fallback)
         obj = gs._bound[i]
         if gs._bound_ptr[i] != self.addresses[i]:
             raise RuntimeError(f"buffer {gs.names[i]!r}: cgrt reports 0x{self.addresses[i]:x}, the set "
@@ -115,6 +123,13 @@ class GraphSet(Handle):
     stream during the call), take its arrays from ``batch[name]``, and must not call
     back into this set. An exception it raises fails the C call, and the cgrt.Error
     raised from that call has it as ``__cause__``.
+
+    ``step(n, bind=...)`` with torch on a GPU: when the replay stream is torch's current
+    stream, the replay is ordinary work on that stream (no event, no record_stream, like
+    a torch op); otherwise the package orders the two streams and record_streams the
+    bound tensors (see the comment above ``_init_fast_path``). A set's methods must not
+    be called from several threads at once (they share per-set state, e.g. the prebuilt
+    binding arrays).
     """
 
     _kind = "graph set"
@@ -128,7 +143,7 @@ class GraphSet(Handle):
         self.runtime, self._step, self._draft_rebuild = runtime, step, draft_rebuild
         self._step_error = None
         self._in_step = False
-        self._pending = {}
+        self._pending = ()
         self._parse_buffers(runtime, buffers)
         for bad in ("enqueue", "user", "buffers", "num_buffers", "capture_sizes", "num_capture_sizes",
                     "meta", "draft_rebuild"):
@@ -166,6 +181,8 @@ class GraphSet(Handle):
         super().__init__(out.value, lambda p: _destroy_set(p, pool), parent=runtime,
                          keep=(self._enqueue_cb, self._rebuild_cb))
         self._last_refs = ()
+        self._stream = lib.cgrt_graphs_stream(out.value) or 0  # fixed for the set's life
+        self._init_fast_path(torch)
 
     # ---- setup -------------------------------------------------------------------------
     def _parse_buffers(self, runtime, buffers):
@@ -229,33 +246,18 @@ class GraphSet(Handle):
     def _call(self, name, *args):
         if self._in_step:
             raise RuntimeError(f"{name}: called from inside this graph set's step")
+        return self._invoke(getattr(lib, name), self.handle, *args)
+
+    def _invoke(self, fn, *args):
+        """fn(*args); a cgrt.Error it raises gets the step's exception as __cause__."""
         self._step_error = None
         try:
-            return getattr(lib, name)(self.handle, *args)
+            return fn(*args)
         except Error as e:
             cause, self._step_error = self._step_error, None
             if cause is not None:
                 raise e from cause
             raise
-
-    @contextlib.contextmanager
-    def _torch_order(self):
-        """On a GPU with torch loaded: the replay stream waits for torch's current stream
-        before the launch, and torch's current stream waits for the replay after it."""
-        torch = self._torch
-        if torch is None:
-            yield
-            return
-        dev = self.runtime.device_ordinal
-        cur = torch.cuda.current_stream(dev)
-        rs = self.stream
-        if cur.cuda_stream == rs:
-            yield
-            return
-        ext = external_stream(torch, rs, dev)
-        ext.wait_stream(cur)
-        yield
-        cur.wait_stream(ext)
 
     # ---- capture and replay ------------------------------------------------------------
     def capture(self):
@@ -269,48 +271,172 @@ class GraphSet(Handle):
             self._torch.cuda.current_stream(self.runtime.device_ordinal).synchronize()
         self._call("cgrt_graphs_recapture", enum_value(mode, MODES, "mode"), int(rows))
 
-    def _bindings(self, bind):
-        if not bind:
-            return None, 0, []
-        arr = (_lib.Binding * len(bind))()
-        moved = []
-        for k, (key, obj) in enumerate(bind.items()):
-            i = self.buffer_id(key)
-            name = self.names[i]
-            if isinstance(obj, int) and not isinstance(obj, bool):  # a raw address: unchecked
-                arr[k] = _lib.Binding(i, obj, 0)
-                moved.append((i, obj, obj))
-                continue
-            reg = self._views[i]
-            t = self.runtime.check_tensor(obj, f"binding {name!r}", dtype=reg.dtype, shape=reg.shape)
-            arr[k] = _lib.Binding(i, t.ptr, t.nbytes)
-            moved.append((i, obj, t.ptr))
-            if self._torch is not None and t.source == "torch":
-                # the caching allocator must not reuse it before the replay stream is done
-                obj.record_stream(external_stream(self._torch, self.stream, self.runtime.device_ordinal))
-        return arr, len(bind), moved
+    # ---- the per-step path ---------------------------------------------------------------
+    # A step with bindings costs the package a few attribute reads per binding: for a torch
+    # tensor (exact type torch.Tensor) dtype, shape, device and contiguity are compared with
+    # the registered buffer's (cached per buffer; for a cgrt.DeviceArray of this runtime,
+    # dtype and shape), its address goes into a ctypes binding array built once per distinct
+    # set of keys, and the C function is called directly.
+    # Anything else (another array type, a tensor that fails a fast check) goes through the
+    # generic check_tensor, which accepts or raises exactly as before.
+    #
+    # Streams and PyTorch's caching allocator (GPU, torch loaded). If the replay stream is
+    # torch's current stream, the step is one more piece of work queued on the stream the
+    # caller's torch code runs on, exactly like a torch op: nothing to order, and no
+    # record_stream (the allocator hands a freed block out again only to allocations on the
+    # block's stream, whose later work runs after the replay; a tensor made on another
+    # stream and used on the current one needs the caller's record_stream, as for any torch
+    # op). Otherwise the replay is cross-stream work the package does on the caller's behalf:
+    # the replay stream waits for torch's current stream (an event, reused), each bound
+    # torch tensor is record_stream-ed on the replay stream, and torch's stream waits for
+    # the replay after the launch.
+    def _init_fast_path(self, torch):
+        self._plans = {}  # tuple of bind keys -> see _plan
+        self._fast = [None] * len(self.names)  # per buffer: (torch dtype, shape, nbytes)
+        self._tensor_type = getattr(torch, "Tensor", None)
+        self._want_dev = -1 if self.runtime.emulated else self.runtime.device_ordinal  # get_device()
+        self._fns = {n: getattr(lib, n) for n in ("cgrt_graphs_step", "cgrt_graphs_draft")}
+        self._ext = None  # torch.cuda.ExternalStream of the replay stream
+        self._events = None  # (before, after) torch.cuda.Event, reused every cross-stream step
+        self._cur_streams = {}  # raw current stream -> torch stream object
+        self._raw_current = None
+        if self._torch is not None:
+            c = self._torch._C
+            self._raw_current = getattr(c, "_cuda_getCurrentRawStream", None)
 
-    def _keep(self, moved):
-        if self.replay_mode == REPLAY_MODES["copy_in"]:
-            self._last_refs = moved  # one step only: alive until the next step
-            return
-        for i, obj, ptr in moved:
-            self._bound[i], self._bound_ptr[i] = obj, ptr
+    def _plan(self, keys):
+        """(buffer ids, Binding array, its uint64 words, names only) for a tuple of keys."""
+        plan = self._plans.get(keys)
+        # True == 1 and 1.0 == 1 hash alike: a plan with int keys serves only int keys
+        if plan is not None and (plan[3] or all(type(k) is str or type(k) is int for k in keys)):
+            return plan
+        ids = tuple(self.buffer_id(k) for k in keys)  # KeyError for unknown names or ids
+        arr = (_lib.Binding * len(ids))()
+        for k, i in enumerate(ids):
+            arr[k].buffer = i
+        plan = (ids, arr, (ctypes.c_uint64 * (len(ids) * _WORDS)).from_buffer(arr),
+                all(type(k) is str for k in keys))
+        if all(type(k) is str or type(k) is int for k in keys):
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            self._plans[keys] = plan
+        return plan
+
+    def _fast_entry(self, i):
+        reg = self._views[i]
+        f = self._fast[i] = (getattr(sys.modules["torch"], reg.dtype), reg.shape, reg.nbytes)
+        return f
+
+    def _bind_checked(self, i, obj):
+        """The generic path: (address, bytes, is a torch tensor)."""
+        if isinstance(obj, int) and not isinstance(obj, bool):  # a raw address: unchecked
+            return obj, 0, False
+        reg = self._views[i]
+        t = self.runtime.check_tensor(obj, f"binding {self.names[i]!r}", dtype=reg.dtype, shape=reg.shape)
+        return t.ptr, t.nbytes, t.source == "torch"
+
+    def _bindings(self, bind):
+        """(Binding array, count, moved [(id, obj, address)], torch tensors bound)."""
+        if not bind:
+            return None, 0, (), ()
+        if self._tensor_type is None and "torch" in sys.modules:
+            self._tensor_type = sys.modules["torch"].Tensor  # torch imported after the set
+        ids, arr, words, _ = self._plan(tuple(bind))
+        fast, tt, want = self._fast, self._tensor_type, self._want_dev
+        rt, views = self.runtime, self._views
+        moved, tensors = [], []
+        w = 0
+        for i, obj in zip(ids, bind.values()):
+            if type(obj) is tt:
+                f = fast[i] or self._fast_entry(i)
+                if obj.dtype is f[0] and obj.shape == f[1] and obj.get_device() == want and obj.is_contiguous():
+                    ptr = obj.data_ptr()
+                    if ptr:
+                        words[w + _PTR], words[w + _BYTES] = ptr, f[2]
+                        moved.append((i, obj, ptr))
+                        tensors.append(obj)
+                        w += _WORDS
+                        continue
+            elif type(obj) is DeviceArray and obj.runtime is rt:
+                reg = views[i]
+                if obj.dtype == reg.dtype and obj.shape == reg.shape:
+                    ptr = obj.handle  # raises once closed, as the generic path does
+                    words[w + _PTR], words[w + _BYTES] = ptr, obj.nbytes
+                    moved.append((i, obj, ptr))
+                    w += _WORDS
+                    continue
+            ptr, nbytes, is_torch = self._bind_checked(i, obj)  # raises on a mismatch
+            words[w + _PTR], words[w + _BYTES] = ptr, nbytes
+            moved.append((i, obj, ptr))
+            if is_torch:
+                tensors.append(obj)
+            w += _WORDS
+        return arr, len(ids), moved, tensors
+
+    def _order_before(self, tensors):
+        """GPU with torch: None when the replay stream is torch's current stream; else
+        orders the replay after torch's stream, records the bound tensors on the replay
+        stream and returns torch's stream (see above)."""
+        torch, dev = self._torch, self.runtime.device_ordinal
+        cur = self._raw_current(dev) if self._raw_current is not None else \
+            torch.cuda.current_stream(dev).cuda_stream
+        if cur == self._stream:
+            return None
+        ext = self._ext
+        if ext is None:
+            ext = self._ext = external_stream(torch, self._stream, dev)
+            self._events = (torch.cuda.Event(), torch.cuda.Event())
+        for t in tensors:
+            t.record_stream(ext)  # the allocator must not reuse it before the replay stream is done
+        cs = self._cur_streams.get(cur)
+        if cs is None:
+            cs = torch.cuda.current_stream(dev)
+            if len(self._cur_streams) >= 64:
+                self._cur_streams.clear()
+            self._cur_streams[cur] = cs
+        before = self._events[0]
+        before.record(cs)
+        ext.wait_event(before)
+        return cs
+
+    def _order_after(self, cs):
+        after = self._events[1]
+        after.record(self._ext)
+        cs.wait_event(after)
 
     def _replay(self, name, args, bind):
-        arr, n, moved = self._bindings(bind)
-        self._pending = {i: (obj, ptr) for i, obj, ptr in moved}
+        if self._in_step:
+            raise RuntimeError(f"{name}: called from inside this graph set's step")
+        h = self.handle  # raises once closed
+        arr, n, moved, tensors = self._bindings(bind)
+        cs = self._order_before(tensors) if self._torch is not None else None
+        self._pending = moved
         try:
-            with self._torch_order():
-                self._call(name, *args, arr, n)
+            self._invoke(self._fns[name], h, *args, arr, n)
+        except EmulatedKernelError as e:
+            if e.call_status == 0:  # the C call succeeded: its launch and bindings stand
+                self._replayed(moved, cs)
+            raise
         finally:
-            self._pending = {}
-        self._keep(moved)
+            self._pending = ()
+        self._replayed(moved, cs)
+
+    def _replayed(self, moved, cs):
+        if cs is not None:
+            self._order_after(cs)
+        if self.replay_mode == _COPY_IN:
+            self._last_refs = moved  # one step only: alive until the next step
+        else:
+            bound, bound_ptr = self._bound, self._bound_ptr
+            for i, obj, ptr in moved:
+                bound[i], bound_ptr[i] = obj, ptr
 
     def step(self, num_reqs, mode="decode", bind=None):
         """One step of num_reqs requests (cgrt_graphs_step). `bind` maps buffer names (or
         ids) to new arrays of the registered dtype and shape (or raw int addresses)."""
-        self._replay("cgrt_graphs_step", (enum_value(mode, MODES, "mode"), int(num_reqs)), bind)
+        m = _MODE_FAST.get(mode) if type(mode) is str else None
+        self._replay("cgrt_graphs_step", (enum_value(mode, MODES, "mode") if m is None else m, int(num_reqs)),
+                     bind)
 
     def draft(self, num_reqs, bind=None):
         """A draft loop of options.draft_steps steps (cgrt_graphs_draft)."""
@@ -330,7 +456,8 @@ class GraphSet(Handle):
     @property
     def stream(self):
         """The replay stream (an int)."""
-        return lib.cgrt_graphs_stream(self.handle) or 0
+        self.handle  # raises once closed
+        return self._stream
 
     def stats(self):
         s = _lib.GraphsStats(size=ctypes.sizeof(_lib.GraphsStats))

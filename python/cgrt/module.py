@@ -77,23 +77,39 @@ def launch_kernel(runtime, fn, grid, block, args, shared_bytes=0, stream=None):
 
 class EmulatedCall:
     """What a Python reference kernel receives: ``grid``, ``block``, ``shared_bytes`` and
-    its parameters, read with ``param(i, ctype)`` (e.g. ctypes.c_int32) or ``ptr(i)``."""
+    its parameters, read with ``param(i, ctype)`` (e.g. ctypes.c_int32) or ``ptr(i)``.
+    Valid only while the kernel runs (it reads the emulation's launch in place)."""
 
-    __slots__ = ("grid", "block", "shared_bytes", "_params", "_offsets")
+    __slots__ = ("_launch", "_params", "_offsets", "_n")
 
-    def __init__(self, launch, params, offsets):
-        self.grid, self.block = tuple(launch.grid), tuple(launch.block)
-        self.shared_bytes = launch.shared_bytes
-        self._params = ctypes.cast(params, c_void_p).value
-        self._offsets = offsets
+    def __init__(self, launch, params, offsets, n):
+        self._launch, self._params, self._offsets, self._n = launch, params, offsets, n
+
+    @property
+    def grid(self):
+        return tuple(_lib.EmulatedLaunch.from_address(self._launch).grid)
+
+    @property
+    def block(self):
+        return tuple(_lib.EmulatedLaunch.from_address(self._launch).block)
+
+    @property
+    def shared_bytes(self):
+        return _lib.EmulatedLaunch.from_address(self._launch).shared_bytes
+
+    def _at(self, i):
+        if not -self._n <= i < self._n:
+            raise IndexError(f"parameter {i}: the kernel has {self._n}")
+        return self._params + c_size_t.from_address(self._offsets + _SIZE_T * (i % self._n)).value
 
     def param(self, i, ctype):
-        return ctype.from_address(self._params + self._offsets[i]).value
+        return ctype.from_address(self._at(i)).value
 
     def ptr(self, i):
-        return ctypes.c_uint64.from_address(self._params + self._offsets[i]).value
+        return ctypes.c_uint64.from_address(self._at(i)).value
 
 
+_SIZE_T = ctypes.sizeof(c_size_t)
 _emulated = []  # every callback ever registered stays alive (the C table keeps its pointer)
 _emulated_lock = threading.Lock()
 
@@ -101,19 +117,24 @@ _emulated_lock = threading.Lock()
 def register_emulated_kernel(name, param_sizes, fn):
     """Registers fn(call: EmulatedCall) as the C reference the emulation runs for kernel
     `name` (cgrt_emulated_kernel_register), with the byte sizes of its parameters. It runs
-    the whole grid at once and must leave memory as the kernel would. An exception it
-    raises is printed to stderr and otherwise ignored (a kernel cannot
-    fail), so keep references simple."""
-    sizes = (c_size_t * max(len(param_sizes), 1))(*param_sizes)
+    the whole grid at once and must leave memory as the kernel would.
+
+    A kernel has no status to return, so an exception fn raises is kept (the first one
+    per thread until it is reported) and the cgrt call that ran the kernel (a launch,
+    ``GraphSet.step``/``draft``/``capture``, a synchronization...) raises
+    :class:`cgrt.EmulatedKernelError` with it as ``__cause__`` when it returns; that
+    call's own effects stand (``call_status`` says what the C call returned). Kernels run
+    on the thread that makes the cgrt call."""
+    n = len(param_sizes)
+    sizes = (c_size_t * max(n, 1))(*param_sizes)
 
     def body(launch, params, offsets):
         try:
-            fn(EmulatedCall(launch.contents, params, [offsets[i] for i in range(len(param_sizes))]))
-        except Exception as e:  # a kernel has no status to return
-            import sys
-            print(f"cgrt: emulated kernel {name} raised {e!r}", file=sys.stderr)
+            fn(EmulatedCall(launch, params or 0, offsets or 0, n))
+        except BaseException as e:  # noqa: BLE001 - reported by the cgrt call that ran it
+            _lib.kernel_failed(name, e)
 
     cb = _lib.EMULATED_KERNEL_FN(body)
     with _emulated_lock:
-        lib.cgrt_emulated_kernel_register(name.encode(), len(param_sizes), sizes, cb)
+        lib.cgrt_emulated_kernel_register(name.encode(), n, sizes, cb)
         _emulated.append(cb)

@@ -4,6 +4,7 @@ import ctypes
 import cgrt
 
 _done = []
+FAIL = {"on": False, "exc": ValueError("pytest_flaky was told to fail")}
 
 
 def _axpy(call):  # y[i] = a * x[i] + y[i] for i < n
@@ -15,7 +16,14 @@ def _axpy(call):  # y[i] = a * x[i] + y[i] for i < n
         y[i] = a * x[i] + y[i]
 
 
+def _flaky(call):  # axpy, or raises FAIL["exc"] while FAIL["on"]
+    if FAIL["on"]:
+        raise FAIL["exc"]
+    _axpy(call)
+
+
 def register():
     if not _done:
         cgrt.register_emulated_kernel("pytest_axpy", [4, 8, 8, 4], _axpy)
+        cgrt.register_emulated_kernel("pytest_flaky", [4, 8, 8, 4], _flaky)
         _done.append(1)

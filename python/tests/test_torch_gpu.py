@@ -141,3 +141,39 @@ def test_checked_replay_refuses_a_freed_and_reused_torch_buffer(grt):
     gs.close()
     reg_x.close()
     reg_y.close()
+
+
+def test_record_stream_only_when_the_replay_stream_is_not_torchs_current(grt, monkeypatch):
+    x = torch.randn(64, 128, device="cuda")
+    y = torch.zeros(64, 128, device="cuda")
+    side = torch.cuda.Stream()
+
+    def step(stream, b):
+        b["y"][: b.padded_rows].copy_(b["x"][: b.padded_rows] * 2)
+
+    gs = grt.graphs(step, max_num_seqs=64, max_model_len=64, capture_sizes=[8, 64],
+                    buffers=[("x", x, "in"), ("y", y, "out")], stream=side.cuda_stream)
+    gs.capture()
+    recorded = []
+    original = torch.Tensor.record_stream
+
+    def spy(t, s):
+        recorded.append(int(s.cuda_stream))
+        return original(t, s)
+
+    monkeypatch.setattr(torch.Tensor, "record_stream", spy)
+    # the replay stream is torch's current stream: stream order suffices, nothing recorded
+    with torch.cuda.stream(side):
+        x2 = torch.full((64, 128), 3.0, device="cuda")
+        gs.step(5, bind={"x": x2})
+    side.synchronize()
+    assert recorded == [] and torch.equal(y[:8], torch.full((8, 128), 6.0, device="cuda"))
+    # torch's current stream is another one: ordered both ways, the tensor recorded
+    x3 = torch.empty(64, 128, device="cuda")
+    x3.fill_(5.0)  # queued on the default stream just before the step: the replay waits for it
+    gs.step(5, bind={"x": x3})
+    y8 = y[:8].clone()  # the default stream waits for the replay
+    torch.cuda.synchronize()
+    assert recorded == [side.cuda_stream]
+    assert torch.equal(y8, torch.full((8, 128), 10.0, device="cuda"))
+    gs.close()
