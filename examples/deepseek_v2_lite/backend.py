@@ -59,7 +59,7 @@ def nbytes(t):
 
 
 # ---- PyTorch segments as emulated kernels (CPU emulation only) ----------------------
-_SEG_KERNEL = "cgrt_example_torch_segment"
+_SEG_KERNEL = "example_torch_segment"  # names beginning with "cgrt_" are cgrt's own
 SEG_MAX_TENSORS = 24
 
 
