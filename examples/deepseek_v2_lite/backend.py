@@ -123,7 +123,7 @@ class Backend:
 
     def __init__(self, driver=None, device=0):
         if driver is None:
-            driver = os.environ.get("CGRT_DRIVER", "auto")
+            driver = os.environ.get("CGRT_DRIVER") or "auto"
         if driver != "emulated" and torch.cuda.is_available():
             torch.cuda.init()  # torch's primary context first; cgrt retains the same one
         self.log_lines = []

@@ -5,7 +5,9 @@ points into freed memory, and the speculative loop (draft loop + verify + accept
 through graphs equals its eager run.
 
 Needs PyTorch (CPU is enough) and libcgrt.so (`bazel build //:libcgrt.so`, or
-$CGRT_LIBRARY); each test is skipped with the reason when either is missing.
+$CGRT_LIBRARY); each test is skipped with the reason when either is missing, and the
+tests of the model when the runtime the environment selects is not the emulation
+(CGRT_DRIVER=cuda, or auto with a GPU).
 Run: python3 -m pytest examples/deepseek_v2_lite -q
 """
 import os
@@ -32,7 +34,19 @@ pytestmark = pytest.mark.skipif(_NO_LIB is not None, reason=f"libcgrt.so is not 
 
 @pytest.fixture
 def be():
-    b = cg.Backend(driver="emulated")
+    """The runtime the environment selects ($CGRT_DRIVER, else auto); the tests need it to
+    be the emulation: their device memory is torch CPU tensors and their torch segments
+    run as emulated kernels, which a runtime on the real driver cannot launch."""
+    try:
+        b = cg.Backend()
+    except cg.cgrt.Error as e:
+        pytest.skip(f"no runtime (CGRT_DRIVER={os.environ.get('CGRT_DRIVER') or 'auto'}): {e}")
+    if not b.emulated:
+        driver = b.info["driver"]
+        b.close()
+        pytest.skip(f"the runtime is on the {driver} driver (CGRT_DRIVER="
+                    f"{os.environ.get('CGRT_DRIVER') or 'auto'}), not the emulation these tests run on "
+                    "(torch CPU tensors as device memory); run them with CGRT_DRIVER=emulated")
     yield b
     b.close()
 
