@@ -155,6 +155,11 @@ class TorchGraphs:
         keep = warmup == "each"
         pool = self.pool if keep else torch.cuda.graph_pool_handle()
         timed = 0.0
+        # A "first" pass drops its graphs, but only after the round: torch's allocator keeps
+        # a shared pool alive while a graph captured into it exists (each capture_begin adds
+        # a use, each graph's destruction gives one back), and a capture_begin into a pool
+        # whose graphs are all gone fails (CUDACachingAllocator: use_count > 0 assert).
+        dropped = []
         with no_gc_during_capture():
             for B in self.sizes:
                 t0 = time.perf_counter()
@@ -171,6 +176,7 @@ class TorchGraphs:
                 t2 = time.perf_counter()
                 timed += t2 - t1
                 if not keep:
+                    dropped.append(g)
                     continue
                 g.replay()
                 f1, p1 = free_bytes(), pool_bytes(pool)
@@ -178,6 +184,7 @@ class TorchGraphs:
                 self.buckets.append({"rows": B, "capture_instantiate_seconds": t2 - t1,
                                      "driver_delta_bytes": f0 - f1,
                                      "pool_growth_bytes": None if p0 is None else p1 - p0})
+        del dropped
         return timed
 
     def step(self, inp, B):

@@ -16,6 +16,15 @@ captures, the tensors PyTorch allocates come from a private pool of the graph se
     event queries that would invalidate the capture;
   - the pool is released (its memory returns to the allocator) only after the graph set
     is destroyed, when no graph can write it any more.
+
+The use count follows torch's own CUDAGraph exactly (capture_begin: one
+beginAllocateToPool, which creates the pool or adds a use; capture_end: one
+endAllocateToPool; reset/destruction: one releasePool): each capture of a bucket is one
+begin and one end, and the set gives back one use per capture when it is destroyed. A
+handle shared with torch.cuda.graph(pool=...) therefore stays valid while any graph or set
+captured into it exists; once all of them are gone the allocator refuses a new capture
+into that handle (INTERNAL ASSERT use_count > 0), as it does for torch's graphs: take a
+fresh torch.cuda.graph_pool_handle() then.
 """
 import contextlib
 import sys

@@ -115,6 +115,74 @@ def test_graph_set_with_a_torch_step(grt):
     gs.close()
 
 
+def _torch_graph(pool, stream, x, w, out):
+    """A torch.cuda.graph into `pool` whose temporary comes from the pool."""
+    g = torch.cuda.CUDAGraph()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(g, pool=pool, stream=stream):
+        out.copy_(torch.relu(x @ w) * 3)
+    torch.cuda.current_stream().wait_stream(stream)
+    return g
+
+
+def test_private_pool_use_counts_match_torch_graphs(grt):
+    """The set's begin/end/release calls keep torch's pool use counts consistent: torch
+    graphs capture after the set (fresh pool, the set's own pool), before and after a set
+    sharing their pool, and the pools outlive every destruction order below; a broken
+    count fails capture_begin with "use_count > 0 INTERNAL ASSERT FAILED"."""
+    x = torch.randn(64, 128, device="cuda")
+    w = torch.randn(128, 128, device="cuda")
+    y = torch.empty(64, 128, device="cuda")
+    z = torch.empty(64, 128, device="cuda")
+    side = torch.cuda.Stream()
+
+    def step(stream, b):
+        b["y"][: b.padded_rows].copy_(torch.relu(b["x"][: b.padded_rows] @ w) * 2)
+
+    def new_set(**kw):
+        gs = grt.graphs(step, max_num_seqs=64, max_model_len=64, capture_sizes=[8, 64],
+                        buffers=[("x", x, "in"), ("y", y, "out")], **kw)
+        gs.capture()
+        return gs
+
+    def check(gs, graphs):
+        for g in graphs:
+            z.zero_()
+            g.replay()
+            torch.testing.assert_close(z, torch.relu(x @ w) * 3)
+        gs.step(5)
+        torch.testing.assert_close(y[:8], torch.relu(x[:8] @ w) * 2)
+
+    # the set's own pool; torch graphs after it into a fresh pool and into the set's pool
+    gs = new_set()
+    own, fresh = gs._pool.id, torch.cuda.graph_pool_handle()
+    graphs = [_torch_graph(p, side, x, w, z) for p in (fresh, fresh, own, own)]
+    check(gs, graphs)
+    gs.close()  # gives back the set's uses; the torch graphs on `own` keep it live
+    graphs.append(_torch_graph(own, side, x, w, z))
+    del graphs
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+    # a handle shared by torch graphs and a set: the first torch graph goes before the set
+    shared = torch.cuda.graph_pool_handle()
+    g1 = _torch_graph(shared, side, x, w, z)
+    gs = new_set(torch_pool=shared)
+    check(gs, [g1])
+    del g1  # the set keeps the pool live for the next capture
+    g2 = _torch_graph(shared, side, x, w, z)
+    gs2 = new_set(torch_pool=shared)
+    check(gs2, [g2])
+    gs.close()
+    gs2.close()
+    z.zero_()
+    g2.replay()  # the last user of the pool, after both sets are gone
+    torch.testing.assert_close(z, torch.relu(x @ w) * 3)
+    del g2
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
 @needs_mem_api
 def test_checked_replay_refuses_a_freed_and_reused_torch_buffer(grt):
     x = torch.randn(1 << 20, device="cuda")
