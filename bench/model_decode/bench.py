@@ -575,6 +575,7 @@ def main(argv=None):
     p.add_argument("--spec-iters", type=int, default=10)
     p.add_argument("--k", type=int, default=3)
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
+    common.add_patch_arg(p)
     p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
     args = p.parse_args(argv)
     deadline = common.T0 + args.deadline
@@ -620,7 +621,7 @@ def main(argv=None):
                                     f"{cfg.layers} layers; layer l uses cache l mod {distinct}")
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=Ss, kv_distinct=distinct,
                      log_width=args.spec_iters * (k + 1) + 4, stream=stream, progress=say,
-                     decode_sizes=vllm_capture_sizes(S))
+                     decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch)
         gen = torch.Generator(device=be.device)
         gen.manual_seed(11)
         t0 = time.perf_counter()

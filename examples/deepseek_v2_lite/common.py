@@ -87,6 +87,13 @@ def add_common_args(p):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--time-limit", type=float, default=540.0, help="stop serving after this many seconds")
+    add_patch_arg(p)
+
+
+def add_patch_arg(p):
+    p.add_argument("--host-patch", action="store_true",
+                   help="patch moved kernel nodes from the host (one driver call per node) instead of "
+                        "cgrt's device patching (device_patch, the default)")
 
 
 def open_backend(args):

@@ -85,7 +85,7 @@ DIRS = {"token_ids": cg.IN, "req_seq_lens": cg.IN, "req_positions": cg.IN, "bloc
 class Engine:
     def __init__(self, be, cfg: ModelConfig, max_num_seqs, max_model_len, num_pages, spec_k=0, spec_seqs=0,
                  kv_distinct=None, checked=False, alpha=0.7, log_width=512, stream=None, progress=print,
-                 decode_sizes=None):
+                 decode_sizes=None, device_patch=True):
         cfg.check()
         if spec_k == 1 or spec_k < 0:
             raise ValueError("spec_k: 0 (no speculative decoding) or >= 2 (cgrt's draft loop)")
@@ -98,6 +98,9 @@ class Engine:
         self.max_rows = max(self.S, self.Sv)
         self.alpha = alpha
         self.stream = stream  # torch stream the sets replay on (GPU); None: cgrt's own
+        # the sets' moved kernel nodes are rewritten on the device from a pinned mailbox (no
+        # driver call per node; WHILE draft graphs and the emulation patch on the host)
+        self.device_patch = int(bool(device_patch))
         self.checked = checked
         t0 = time.perf_counter()
         self.weights = Weights(cfg, dev, with_drafter=bool(spec_k))
@@ -271,7 +274,8 @@ class Engine:
         return self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,
             capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads, warmup_runs=warmup_runs)
+            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch,
+            warmup_runs=warmup_runs)
 
     def capture_decode(self, sizes=None):
         """Creates and captures the decode set (one eager warm-up per bucket); seconds."""
@@ -292,12 +296,13 @@ class Engine:
         self.draft_set = self.be.graph_set(
             self._draft_step, dbufs, max_num_seqs=self.Ss, max_model_len=self.max_model_len,
             capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k, checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads)
+            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch)
         vbufs = [(n, t, DIRS[n]) for n, t in self.ver.items()]
         self.verify_set = self.be.graph_set(
             self._verify_step, vbufs, max_num_seqs=self.Sv, max_model_len=self.max_model_len,
             capture_sizes=vllm_capture_sizes(self.Sv, multiple_of=k + 1), meta=self._meta(),
-            checked_replay=int(self.checked), stream=self._stream_handle(), num_heads=self.cfg.heads)
+            checked_replay=int(self.checked), stream=self._stream_handle(), num_heads=self.cfg.heads,
+            device_patch=self.device_patch)
         t0 = time.perf_counter()
         self.draft_set.capture()
         t1 = time.perf_counter()

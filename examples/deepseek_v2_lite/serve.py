@@ -86,7 +86,8 @@ def main(argv=None):
     failures = []
     with in_stream:
         stage("building the engine (weights, KV caches, warm-up, lock)")
-        eng = Engine(be, cfg, S, max_model_len, num_pages, checked=args.checked_replay, stream=stream, progress=say)
+        eng = Engine(be, cfg, S, max_model_len, num_pages, checked=args.checked_replay, stream=stream, progress=say,
+                     device_patch=not args.host_patch)
         ws = be.workspace_stats()
         pi = eng.plan.info
         say(f"warm-up: workspaces locked ({ws['reservations']} reservations, {ws['bytes_allocated'] / 2**20:.2f} MiB,"
@@ -213,7 +214,9 @@ def main(argv=None):
                             "stats": gs}
         summary["checks"] = checks
         say(f"served {served} steps ({next_id} requests, {finished} finished) in {wall:.1f} s: "
-            f"{gs['replays']} replays, {gs['rebinds']} steps with rebinds, {gs['nodes_patched']} node updates; "
+            f"{gs['replays']} replays, {gs['rebinds']} steps with rebinds, "
+            f"{gs['nodes_patched']} node updates by the host, "
+            f"{gs['device_nodes_patched']} on the device ({'host' if args.host_patch else 'device'} patching); "
             f"cgrt_graphs_step host time p50 {summarize_ms(host_us).get('p50', 0):.1f} us")
         say(f"checks: {checks['bitwise_equal']}/{checks['steps_checked']} steps bit-equal to eager "
             f"(max |hidden diff| {checks['max_hidden_diff']:g}); MLA vs fp32 reference: {checks['attn_checks']} "
