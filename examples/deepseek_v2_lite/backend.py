@@ -204,6 +204,39 @@ class Backend:
             cgrt.lib.cgrt_mem_unregister(self.rt.handle, base)
         self._push_ranges()
 
+    def register_torch_segments(self):
+        """Registers the rest of PyTorch's device memory (GPU only): every segment of its
+        caching allocator (torch.cuda.memory_snapshot(): the general cache and the graph
+        sets' private pool), less the ranges already registered, one cgrt_mem_register per
+        piece. Checked replay then accepts the pointers of torch's own kernels into memory
+        that the engine does not register one by one (weights, rope tables, the
+        activations and temporaries of the private pool) while those segments live, and
+        still refuses a pointer into a freed and unregistered range: such a range lies in
+        no registration, since it was registered on its own and is not part of a piece.
+        Call it after the capture (the private pool's segments exist from then on); returns
+        the number of pieces registered."""
+        if self.emulated or not self.has_mem_register:
+            return 0
+        torch.cuda.synchronize(self.device)
+        taken = sorted((b, b + n) for b, (n, _) in self._registered.items())
+        count = 0
+        for seg in torch.cuda.memory_snapshot():
+            if seg.get("device", self.device.index) != self.device.index:
+                continue
+            lo, end = int(seg["address"]), int(seg["address"]) + int(seg["total_size"])
+            for b, e in taken + [(end, end)]:
+                if e <= lo:
+                    continue
+                if b > lo:
+                    cgrt.lib.cgrt_mem_register(self.rt.handle, lo, min(b, end) - lo)
+                    self._registered[lo] = (min(b, end) - lo, f"torch segment piece of 0x{seg['address']:x}")
+                    count += 1
+                lo = max(lo, e)
+                if lo >= end:
+                    break
+        self._push_ranges()
+        return count
+
     def _push_ranges(self):
         if not self.has_mem_register:
             for s in self.sets:

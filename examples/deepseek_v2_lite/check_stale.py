@@ -5,7 +5,11 @@
 
 The model's KV caches, activations and the decode set's static buffers are registered
 with cgrt (live ranges known to the buffer registry) and the decode set captures with
-checked replay. A checked step runs. Then the engine drops the KV cache of layer 0: it
+checked replay. On a GPU the rest of PyTorch's device memory that torch's kernels read
+(weights, rope tables, the private pool's activations) is registered after the capture,
+segment by segment of PyTorch's caching allocator less the ranges registered on their
+own (Backend.register_torch_segments): without it checked replay refuses the first
+torch kernel that reads a weight. A checked step runs. Then the engine drops the KV cache of layer 0: it
 unregisters it, frees it and allocates a tensor of the same size, which PyTorch's
 caching allocator serves from the freed block (the same addresses, as in an engine). The
 next step must fail with CGRT_ERROR_STALE_POINTER and launch nothing: the output buffer
@@ -135,6 +139,11 @@ def run(be, cfg, n=3, ctx=100):
     eng.capture_decode()
     stage("preparing the inputs")
     inputs = _inputs(eng, n, ctx)
+    # after the capture and the registrations of the caches and inputs (a registration may
+    # not overlap another): the weights and the private pool's memory, as an engine would
+    pieces = be.register_torch_segments()
+    if pieces:
+        say(f"registered the rest of PyTorch's device memory: {pieces} pieces of its allocator's segments")
     stage("a checked step with every range live")
     eng.decode_set.step(n, bind=inputs)
     be.synchronize()
