@@ -52,8 +52,15 @@ uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v) {
 
 void gx_key_buffer(cgrt_graphs *set, size_t b) {
   uint64_t id = 0;
-  if (cgrt__buffer_id(set->drv, set->current[b], set->cur_bytes[b], &id) != CUDA_SUCCESS) id = 0;
-  set->cur_key[b] = id;
+  CUresult r = cgrt__buffer_id(set->drv, set->current[b], set->cur_bytes[b], &id);
+  set->cur_key[b] = r == CUDA_SUCCESS ? id : cgrt__buffer_id_answered(r) ? 0 : GX_KEY_UNKNOWN;
+}
+
+/* A driver failure while checking: no verdict on the pointer, nothing launched. */
+static cgrt_status check_failed(CUresult r, const char *what, const char *name) {
+  cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuPointerGetAttribute", "checked replay");
+  cgrt__error_prefix("%s '%s' (nothing launched)", what, name);
+  return CGRT_ERROR_DRIVER;
 }
 
 /* Why a buffer's allocation is not the one it was bound to (r: the driver's answer). */
@@ -68,6 +75,13 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
   for (size_t b = 0; b < set->nbuf; b++) {
     if (e != NULL && e->site_start[b + 1] == e->site_start[b]) continue; /* nothing points into it */
     const CUdeviceptr a = set->current[b];
+    if (set->cur_key[b] == GX_KEY_UNKNOWN) { /* the driver failed when it was bound: ask now */
+      gx_key_buffer(set, b);
+      if (set->cur_key[b] == GX_KEY_UNKNOWN) {
+        uint64_t ignored = 0;
+        return check_failed(cgrt__buffer_id(set->drv, a, set->cur_bytes[b], &ignored), "buffer", set->bufs[b].name);
+      }
+    }
     if (set->cur_key[b] == 0)
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: buffer '%s' is at 0x%" PRIx64 ", which was not inside a live device "
@@ -75,6 +89,7 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
                         set->bufs[b].name, (uint64_t)a, set->cur_bytes[b]);
     uint64_t id = 0;
     CUresult r = cgrt__buffer_id(set->drv, a, 0, &id);
+    if (!cgrt__buffer_id_answered(r)) return check_failed(r, "buffer", set->bufs[b].name);
     if (r != CUDA_SUCCESS || id != set->cur_key[b])
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: buffer '%s' at 0x%" PRIx64 ": %s (buffer id %" PRIu64 " when bound, %" PRIu64
@@ -89,6 +104,7 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
     uint64_t id = 0;
     size_t n = bd->bytes ? bd->bytes : set->bufs[b].bytes;
     CUresult r = cgrt__buffer_id(set->drv, bd->ptr, n, &id);
+    if (!cgrt__buffer_id_answered(r)) return check_failed(r, "copy-in binding of", set->bufs[b].name);
     if (r != CUDA_SUCCESS)
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
                         "checked replay: copy-in binding of '%s' at 0x%" PRIx64 " (%zu bytes) is not inside a live "
@@ -99,11 +115,14 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
 }
 
 /* 1 when the external range's allocation still has the identity it had (asked of the
- * driver once per checked step). */
+ * driver once per checked step). A failed driver call is no verdict: it is kept in
+ * set->check_cu (the step then fails with CGRT_ERROR_DRIVER) and the range counts as there. */
 static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, uint64_t key) {
   if (*seen == 0) {
     uint64_t id = 0;
-    *seen = cgrt__buffer_id(set->drv, base, 0, &id) == CUDA_SUCCESS && id == key ? 1 : 2;
+    CUresult r = cgrt__buffer_id(set->drv, base, 0, &id);
+    if (!cgrt__buffer_id_answered(r)) set->check_cu = r;
+    *seen = !cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == key) ? 1 : 2;
   }
   return *seen == 1;
 }
@@ -138,7 +157,9 @@ static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, co
     int b = gx_find_buffer(set, set->current, v); /* a buffer moved onto it since */
     if (b >= 0 && set->cur_key[b] != 0) {
       uint64_t id = 0;
-      if (cgrt__buffer_id(set->drv, set->current[b], 0, &id) == CUDA_SUCCESS && id == set->cur_key[b]) return 0;
+      CUresult r = cgrt__buffer_id(set->drv, set->current[b], 0, &id);
+      if (!cgrt__buffer_id_answered(r)) set->check_cu = r; /* no verdict: the step fails with DRIVER */
+      if (!cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == set->cur_key[b])) return 0;
     }
   }
   *reason = kind == GX_PTR_KNOWN ? "its allocation was freed" : "it lies inside no known live allocation";
@@ -158,6 +179,7 @@ cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e) {
   if (st != CGRT_SUCCESS) return st;
   memset(set->rt_seen, 0, set->nrt);
   if (set->nranges) memset(set->range_seen, 0, set->nranges);
+  set->check_cu = CUDA_SUCCESS;
   const char *reason = "";
   for (size_t i = 0; i < e->nk; i++) {
     const gx_knode *k = &e->knodes[i];
@@ -187,6 +209,9 @@ cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e) {
                         j ? "source" : "destination", (uint64_t)ptrs[j], reason, kind_name(kinds[j]));
     }
   }
+  if (set->check_cu != CUDA_SUCCESS)
+    return cgrt__fail_cu(CGRT_ERROR_DRIVER, set->check_cu, "cuPointerGetAttribute",
+                         "checked replay: asking for a range's allocation (nothing launched)");
   return CGRT_SUCCESS;
 }
 

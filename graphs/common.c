@@ -1,5 +1,6 @@
 /* Small helpers shared by the files of graphs/: a bucket's name in messages, the clock,
- * and what the set owns or passes that is never a buffer pointer. */
+ * what the set owns or passes that is never a buffer pointer, and the check of a device
+ * range the host hands in. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,4 +27,8 @@ int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {
 int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p) {
   if (f == NULL) return 0;
   return (f == set->f_while_begin && p == 4) || (f == set->f_advance_while && p == 11);
+}
+
+int gx_range_ok(CUdeviceptr base, size_t bytes) {
+  return base != 0 && bytes != 0 && (uint64_t)bytes - 1 <= UINT64_MAX - (uint64_t)base;
 }

@@ -61,10 +61,13 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
                       o->block_len);
   if (!o->enable_decode && o->block_len < 2)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: neither mode is enabled");
-  if (o->dcp_world_size < 1 || o->warmup_runs < 0 || o->draft_steps < 0 || o->draft_steps == 1)
+  if (o->dcp_world_size < 1 || o->warmup_runs < 0)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: dcp_world_size %d, warmup_runs %d",
+                      o->dcp_world_size, o->warmup_runs);
+  if (o->draft_steps < 0 || o->draft_steps == 1 || o->draft_steps > CGRT_GRAPHS_MAX_DRAFT_STEPS)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
-                      "cgrt_graphs_create: dcp_world_size %d, warmup_runs %d, draft_steps %d",
-                      o->dcp_world_size, o->warmup_runs, o->draft_steps);
+                      "cgrt_graphs_create: draft_steps %d (0: no draft loops, or 2 to %d)", o->draft_steps,
+                      CGRT_GRAPHS_MAX_DRAFT_STEPS);
   if ((int)o->replay_mode < 0 || (int)o->replay_mode > CGRT_REPLAY_EXEC_UPDATE)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: replay_mode %d", (int)o->replay_mode);
   if (o->device_patch != 0 && o->device_patch != 1)
@@ -83,13 +86,15 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
                       o->num_buffers, CGRT_GRAPHS_MAX_BUFFERS);
   for (size_t i = 0; i < o->num_buffers; i++) {
     const cgrt_buffer_desc *b = &o->buffers[i];
-    if (b->ptr == 0 || b->bytes == 0 || (int)b->dir < 1 || (int)b->dir > 3)
+    if (!gx_range_ok(b->ptr, b->bytes) || (int)b->dir < 1 || (int)b->dir > 3)
       return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
-                        "cgrt_graphs_create: buffer %zu ('%s'): null address, zero size or bad direction",
-                        i, b->name ? b->name : "?");
+                        "cgrt_graphs_create: buffer %zu ('%s'): address 0x%llx, %zu bytes, direction %d: a buffer "
+                        "needs a non-zero address and size, must end at or below 2^64, and a direction of 1 to 3",
+                        i, b->name ? b->name : "?", (unsigned long long)b->ptr, b->bytes, (int)b->dir);
     for (size_t j = 0; j < i; j++) {
       const cgrt_buffer_desc *c = &o->buffers[j];
-      if (b->ptr < c->ptr + c->bytes && c->ptr < b->ptr + b->bytes)
+      /* Both ranges end at or below 2^64: distances from the lower base do not wrap. */
+      if (b->ptr >= c->ptr ? b->ptr - c->ptr < c->bytes : c->ptr - b->ptr < b->bytes)
         return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: buffers %zu and %zu overlap", j, i);
     }
   }
@@ -372,8 +377,11 @@ cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, s
   if (st != CGRT_SUCCESS) return st;
   if (count > 0 && ranges == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_set_ranges: ranges is NULL");
+  if (count > CGRT_GRAPHS_MAX_RANGES) /* before any entry is read */
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_set_ranges: %zu ranges (max %d)", count,
+                      CGRT_GRAPHS_MAX_RANGES);
   for (size_t i = 0; i < count; i++)
-    if (ranges[i].base == 0 || ranges[i].bytes == 0 || ranges[i].bytes - 1 > UINT64_MAX - ranges[i].base)
+    if (!gx_range_ok(ranges[i].base, ranges[i].bytes))
       return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                         "cgrt_graphs_set_ranges: ranges[%zu] ('%s'): base 0x%llx, %zu bytes: a range needs a non-zero "
                         "base and size and must end at or below 2^64",

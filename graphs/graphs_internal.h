@@ -157,8 +157,10 @@ struct cgrt_graphs {
   unsigned char *rt_seen, *range_seen; /* checked replay: per-step verdicts on external ranges */
   /* checked replay: identity (driver buffer id) of the allocation that held current[b]
    * (all of its bytes) when that address became current, at create or by a binding; 0
-   * when the driver knew no such allocation. */
+   * when the driver knew no such allocation; GX_KEY_UNKNOWN when the driver call failed
+   * (the next checked step asks again). */
   uint64_t *cur_key;
+  CUresult check_cu; /* checked replay: a failed driver call met while checking pointers */
 
   int dcp_logged;
   cgrt_graphs_stats st;
@@ -175,6 +177,10 @@ const char *gx_mode_name(const gx_exec *e);
 int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
 /* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
 int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
+/* 1 when [base, base + bytes) is a usable device range: base and bytes non-zero, and the
+ * end at or below 2^64 (base + bytes does not wrap). Registered buffers, bindings and
+ * declared ranges all pass it, so every later "v - base < bytes" test is exact. */
+int gx_range_ok(CUdeviceptr base, size_t bytes);
 
 /* enqueue.c */
 void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
@@ -233,16 +239,19 @@ cgrt_status gx_ranges_refresh(cgrt_graphs *set);
 /* Identity of the known range holding v for the parameter index (registry ranges first,
  * then declared ranges; 0 for the set's own memory or nothing). */
 uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v);
+/* cur_key[b] when the driver failed to say which allocation holds current[b]. */
+#define GX_KEY_UNKNOWN UINT64_MAX
 /* Records cur_key[b] for the address current[b] now has (driver calls). */
 void gx_key_buffer(cgrt_graphs *set, size_t b);
 /* Before anything is patched or launched: every buffer e points into (e NULL: every
  * buffer) is still the allocation it was when its address became current, and every
  * copy-in binding of this step lies inside a live allocation. CGRT_ERROR_STALE_POINTER
- * otherwise (message names the buffer). */
+ * otherwise (message names the buffer); CGRT_ERROR_DRIVER when the driver cannot be
+ * asked (cuPointerGetAttribute failed: no verdict). */
 cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e);
 /* After patching the host copies, before any node update or launch: every other pointer
  * of every node (GX_PTR_KNOWN / GX_PTR_UNKNOWN) lies inside a live known range with the
- * identity it had at index time. */
+ * identity it had at index time. CGRT_ERROR_DRIVER when a driver call it needed failed. */
 cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e);
 cgrt_status gx_check_after(cgrt_graphs *set);
 

@@ -208,6 +208,11 @@ static cgrt_status apply_bindings(cgrt_graphs *set, const cgrt_binding *bindings
       return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_step: binding %zu: bad buffer id %d or null address",
                         i, bd->buffer);
     size_t reg = set->bufs[bd->buffer].bytes;
+    if (!gx_range_ok(bd->ptr, bd->bytes ? bd->bytes : reg))
+      return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                        "cgrt_graphs_step: binding %zu of '%s': address 0x%llx, %zu bytes: the bound range must end "
+                        "at or below 2^64",
+                        i, set->bufs[bd->buffer].name, (unsigned long long)bd->ptr, bd->bytes ? bd->bytes : reg);
     if (set->o.replay_mode == CGRT_REPLAY_COPY_IN) {
       if (bd->bytes > reg)
         return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,

@@ -62,8 +62,13 @@ static int same_entry(const cgrt__ref_kernel *a, const cgrt__ref_kernel *b) {
   return 1;
 }
 
+int cgrt__ref_name_reserved(const char *name) {
+  return name != NULL && strncmp(name, CGRT__REF_RESERVED_PREFIX, sizeof CGRT__REF_RESERVED_PREFIX - 1) == 0;
+}
+
 int cgrt__ref_kernel_register(const cgrt__ref_kernel *k) {
   if (cgrt__ref_kernel_check(k, NULL) != 0) return -1;
+  if (cgrt__ref_name_reserved(k->name)) return -3;
   int rc = -2;
   pthread_mutex_lock(&g_mu);
   size_t slot = g_dynamic_count;

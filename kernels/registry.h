@@ -55,11 +55,20 @@ const cgrt__ref_kernel *cgrt__ref_kernel_find(const char *name);
  * parameter at which the check failed (0 when the failure is not about one). */
 int cgrt__ref_kernel_check(const cgrt__ref_kernel *k, size_t *bad_param);
 
+/* Names beginning with this prefix are cgrt's own kernels (every entry of the built-in
+ * tables has one): they are never registered at run time, so that no host reference
+ * replaces the reference of an embedded kernel for the runtimes of the process. */
+#define CGRT__REF_RESERVED_PREFIX "cgrt_"
+
+/* 1 when `name` begins with CGRT__REF_RESERVED_PREFIX. */
+int cgrt__ref_name_reserved(const char *name);
+
 /* Adds a reference at run time (tests, foreign kernels on the emulation), or replaces
  * the one of that name. The struct is copied into an immutable entry; the name is not
  * copied (it must stay valid for the life of the process).
  * Returns 0; -1 when the entry is malformed (cgrt__ref_kernel_check); -2 when the table
- * is full (64 names, 1024 distinct entries over the process). Thread-safe. */
+ * is full (64 names, 1024 distinct entries over the process); -3 when the name is
+ * reserved (cgrt__ref_name_reserved): nothing is registered. Thread-safe. */
 int cgrt__ref_kernel_register(const cgrt__ref_kernel *k);
 
 /* Computes the driver's packed layout for a kernel: offsets[i] and the total size.

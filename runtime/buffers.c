@@ -91,3 +91,7 @@ CUresult cgrt__buffer_id(const cgrt__driver *drv, CUdeviceptr p, size_t bytes, u
   *id = bid;
   return CUDA_SUCCESS;
 }
+
+int cgrt__buffer_id_answered(CUresult r) {
+  return r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_FOUND;
+}

@@ -90,9 +90,9 @@ cgrt_status cgrt_mem_register(cgrt_runtime *rt, CUdeviceptr base, size_t bytes) 
     }
   }
   if (!st && r == CUDA_ERROR_INVALID_VALUE)
-    st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
-                    "cgrt_mem_register: 0x%llx is not inside memory the %s driver allocated", (unsigned long long)base,
-                    cgrt_driver_kind_name(rt->kind));
+    st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mem_register: [0x%llx, +%zu) is not inside memory the %s driver %s",
+                    (unsigned long long)base, bytes, cgrt_driver_kind_name(rt->kind),
+                    d->is_emulated ? "allocated, nor mapped host memory it can register" : "allocated");
   else if (!st && r == CUDA_ERROR_NOT_FOUND)
     st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mem_register: [0x%llx, +%zu) runs past the end of its allocation",
                     (unsigned long long)base, bytes);

@@ -113,6 +113,11 @@ cgrt_status cgrt_emulated_kernel_register(const char *name, size_t num_params, c
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_emulated_kernel_register: NULL name or fn, NULL param_sizes, or %zu parameters (max %d)",
                       num_params, CGRT_EMULATED_MAX_PARAMS);
+  if (cgrt__ref_name_reserved(name))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_emulated_kernel_register: '%s': names beginning with \"%s\" are reserved for cgrt's own "
+                      "kernels (their references are built in)",
+                      name, CGRT__REF_RESERVED_PREFIX);
   cgrt__ref_kernel k;
   memset(&k, 0, sizeof k);
   k.name = name;

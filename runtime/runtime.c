@@ -396,6 +396,9 @@ cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info) {
 cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_runtime_synchronize");
   if (st) return st;
+  if (cgrt__thread_capturing())
+    return cgrt__fail(CGRT_ERROR_CAPTURING, "cgrt_runtime_synchronize: called during graph capture on this thread "
+                      "(it would synchronize a capturing stream)");
   return CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_runtime_synchronize");
 }
 
@@ -429,14 +432,20 @@ cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunctio
   return st;
 }
 
+static _Thread_local int t_capturing; /* captures under way on this thread */
+
 void cgrt__runtime_capture_begin(cgrt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
   rt->capturing++;
   pthread_mutex_unlock(&rt->mu);
+  t_capturing++;
 }
 
 void cgrt__runtime_capture_end(cgrt_runtime *rt) {
   pthread_mutex_lock(&rt->mu);
   if (rt->capturing > 0) rt->capturing--;
   pthread_mutex_unlock(&rt->mu);
+  if (t_capturing > 0) t_capturing--;
 }
+
+int cgrt__thread_capturing(void) { return t_capturing > 0; }

@@ -124,6 +124,11 @@ size_t cgrt__buffers_snapshot(cgrt_runtime *rt, cgrt__alloc_range *ranges, size_
  * p; CUDA_ERROR_NOT_FOUND when [p, p + bytes) runs past its end (bytes 0: only p is
  * looked at, one driver call; else three); other driver errors as returned. */
 CUresult cgrt__buffer_id(const cgrt__driver *drv, CUdeviceptr p, size_t bytes, uint64_t *id);
+/* 1 when r, a result of cgrt__buffer_id, is the driver's answer about the memory
+ * (CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_FOUND); 0 when the call itself
+ * failed (any other CUresult), which says nothing about the memory: a driver failure,
+ * never a verdict on a pointer. */
+int cgrt__buffer_id_answered(CUresult r);
 
 /* Frees what cgrt_mem_alloc allocations are still live (a CGRT_LOG_WARN each), releases
  * the registrations and empties the registry (used by cgrt_runtime_destroy after the
@@ -134,6 +139,9 @@ void cgrt__device_memory_release_all(cgrt_runtime *rt);
  * with CGRT_ERROR_CAPTURING. */
 void cgrt__runtime_capture_begin(cgrt_runtime *rt);
 void cgrt__runtime_capture_end(cgrt_runtime *rt);
+/* 1 while the calling thread is between cgrt__runtime_capture_begin and _end (of any
+ * runtime): it captures, so what synchronizes is refused with CGRT_ERROR_CAPTURING. */
+int cgrt__thread_capturing(void);
 
 /* Attaches/detaches a child object (the child struct is owned by the caller, typically
  * embedded in the object). Thread-safe. */

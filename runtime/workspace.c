@@ -251,17 +251,36 @@ cgrt_status cgrt_workspace_get_stats(cgrt_runtime *rt, cgrt_workspace_stats *sta
   return CGRT_SUCCESS;
 }
 
+/* What cgrt_workspace_visit reports of one reservation. */
+typedef struct visit_entry {
+  int lane;
+  char name[NAME_CAP];
+  size_t buffers, bytes;
+} visit_entry;
+
 cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, void *user) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_workspace_visit");
   if (st) return st;
   if (!fn) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_workspace_visit: fn is NULL");
+  /* A copy taken under the lock; fn runs without it, so that it may call cgrt. */
+  visit_entry *v = NULL;
+  size_t n = 0;
   pthread_mutex_lock(&rt->mu);
-  for (cgrt__reservation *r = rt->reservations; r; r = r->next) {
-    size_t bytes = 0;
-    for (size_t i = 0; i < r->count; i++) bytes += r->cap[i];
-    fn(user, r->lane, r->name, r->count, bytes);
+  for (cgrt__reservation *r = rt->reservations; r; r = r->next) n++;
+  if (n > 0 && (v = (visit_entry *)calloc(n, sizeof *v)) == NULL) {
+    pthread_mutex_unlock(&rt->mu);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_workspace_visit: a copy of %zu reservations", n);
+  }
+  size_t k = 0;
+  for (cgrt__reservation *r = rt->reservations; r; r = r->next, k++) {
+    v[k].lane = r->lane;
+    memcpy(v[k].name, r->name, sizeof v[k].name);
+    v[k].buffers = r->count;
+    for (size_t i = 0; i < r->count; i++) v[k].bytes += r->cap[i];
   }
   pthread_mutex_unlock(&rt->mu);
+  for (k = 0; k < n; k++) fn(user, v[k].lane, v[k].name, v[k].buffers, v[k].bytes);
+  free(v);
   return CGRT_SUCCESS;
 }
 

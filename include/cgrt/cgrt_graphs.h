@@ -55,6 +55,11 @@ typedef enum cgrt_graph_mode {
 #define CGRT_GRAPH_MODE_COUNT 2
 #define CGRT_GRAPHS_MAX_BUFFERS 4096
 #define CGRT_GRAPHS_MAX_ROWS 65536
+/* Most steps of a draft loop (options.draft_steps): an unrolled loop holds that many
+ * copies of the step in one graph. */
+#define CGRT_GRAPHS_MAX_DRAFT_STEPS 64
+/* Most host-declared ranges (cgrt_graphs_set_ranges). */
+#define CGRT_GRAPHS_MAX_RANGES 4096
 
 /* What the enqueue callback is asked to launch. */
 typedef struct cgrt_batch_desc {
@@ -93,7 +98,10 @@ typedef enum cgrt_buffer_dir {
   CGRT_BUFFER_INOUT = 3
 } cgrt_buffer_dir;
 
-/* A bindable buffer: registered before capture; its id is its index in the array. */
+/* A bindable buffer: registered before capture; its id is its index in the array.
+ * [ptr, ptr + bytes) needs a non-zero ptr and bytes and must end at or below 2^64 (does
+ * not wrap); registered buffers must not overlap. Else cgrt_graphs_create fails with
+ * CGRT_ERROR_INVALID_ARGUMENT naming the buffer. */
 typedef struct cgrt_buffer_desc {
   const char *name;  /* copied; used in messages */
   CUdeviceptr ptr;   /* address at capture time (the static buffer in copy-in replay) */
@@ -193,17 +201,23 @@ typedef struct cgrt_graphs_options {
    *   - memory the set owns.
    * A copy-in binding must lie inside a live allocation. Otherwise the step returns
    * CGRT_ERROR_STALE_POINTER naming the node, parameter or buffer, with nothing patched
-   * or launched (the eager fallback is refused the same way). After the launch the step
-   * waits for the replay stream and verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY)
-   * and a WHILE loop's step counter. Costs per checked step: one driver call per buffer
-   * the graph points into and per registered or declared range it uses, a binary search
-   * per other pointer parameter, three driver calls per binding, and a stream
-   * synchronization. The unchecked step does none of this. */
+   * or launched (the eager fallback is refused the same way). A driver call of the check
+   * that fails (cuPointerGetAttribute answering neither CUDA_SUCCESS nor
+   * CUDA_ERROR_INVALID_VALUE) is no verdict: the step returns CGRT_ERROR_DRIVER naming
+   * it, nothing launched; a buffer whose binding could not be asked is asked again by the
+   * next checked step. After the launch the step waits for the replay stream and
+   * verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY) and a WHILE loop's step
+   * counter. Costs per checked step: one driver call per buffer the graph points into
+   * and per registered or declared range it uses, a binary search per other pointer
+   * parameter, three driver calls per binding, and a stream synchronization. The
+   * unchecked step does none of this. */
   int checked_replay;
   int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
                              run the step eagerly and count the fallback */
   CUstream stream;        /* replay stream; NULL: a stream of the set */
-  int draft_steps;        /* K >= 2 captures K-step draft loops of the decode buckets */
+  /* K in [2, CGRT_GRAPHS_MAX_DRAFT_STEPS] captures K-step draft loops of the decode
+   * buckets; 0 (default): none. Other values: CGRT_ERROR_INVALID_ARGUMENT. */
+  int draft_steps;
   cgrt_draft_rebuild_fn draft_rebuild; /* for draft loops under DCP; may be NULL */
   /* 1: also capture each draft loop as a conditional WHILE node (CUDA 12.4+ driver) that
    * stops early when every request's draft has ended, and use it in cgrt_graphs_draft.
@@ -279,7 +293,9 @@ cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int ro
 
 /* A new address for a registered buffer, for one step. bytes 0 means the registered size;
  * otherwise it must be at least that (pointer-update and exec-update replay) or at most
- * that (copy-in replay, which copies `bytes`). */
+ * that (copy-in replay, which copies `bytes`). ptr must be non-zero and [ptr, ptr +
+ * bytes) (bytes 0: the registered size) must end at or below 2^64; else the step fails
+ * with CGRT_ERROR_INVALID_ARGUMENT naming the binding, and nothing is launched. */
 typedef struct cgrt_binding {
   int buffer;      /* id: index in options.buffers */
   CUdeviceptr ptr;
@@ -333,13 +349,15 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
                               size_t num_bindings);
 
 /* Replaces the host-declared live ranges (checked replay also accepts pointers into
- * them). Copies the list, and the buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) of each
- * range's allocation. Each range needs a non-zero base and size, must end at or below
+ * them). Copies the list of count <= CGRT_GRAPHS_MAX_RANGES ranges (a larger count is
+ * refused before any entry is read), and the buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) of
+ * each range's allocation. Each range needs a non-zero base and size, must end at or below
  * 2^64 (base + bytes does not wrap) and must lie inside one live allocation the driver
  * knows (else CGRT_ERROR_INVALID_ARGUMENT naming the range's index; the old list stays);
  * checked replay refuses a pointer into a range whose allocation has another id since.
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (also
- * ranges NULL with count > 0), CGRT_ERROR_OUT_OF_MEMORY, CGRT_ERROR_DRIVER. Thread-safe. */
+ * ranges NULL with count > 0, count above CGRT_GRAPHS_MAX_RANGES), CGRT_ERROR_OUT_OF_MEMORY,
+ * CGRT_ERROR_DRIVER. Thread-safe. */
 cgrt_status cgrt_graphs_set_ranges(cgrt_graphs *set, const cgrt_range *ranges, size_t count);
 
 /* The replay stream (options.stream or the set's own). */

@@ -16,10 +16,12 @@ extern "C" {
 
 /* Copies `bytes` from host memory to device memory. Complete on return: the data is in
  * device memory and visible to work the host launches afterwards on any stream
- * (cuMemcpyHtoD alone does not promise that for pageable memory). Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE;
- * CGRT_ERROR_INVALID_ARGUMENT (NULL src or dst 0 with bytes > 0); CGRT_ERROR_DRIVER
- * (message names the call and the CUresult). Thread-safe. Must not be called during
- * capture (it synchronizes). */
+ * (cuMemcpyHtoD alone does not promise that for pageable memory). Statuses:
+ * CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (NULL src or dst 0
+ * with bytes > 0); CGRT_ERROR_CAPTURING (called by a thread that captures for a graph
+ * set, e.g. from an enqueue callback under capture: nothing is done, the capture goes
+ * on); CGRT_ERROR_DRIVER (message names the call and the CUresult). Thread-safe. Must
+ * not be called during capture (it synchronizes). */
 cgrt_status cgrt_memcpy_htod(cgrt_runtime *rt, CUdeviceptr dst, const void *src, size_t bytes);
 
 /* Copies `bytes` from device memory to host memory (cuMemcpyDtoH; waits for prior work
@@ -28,8 +30,8 @@ cgrt_status cgrt_memcpy_htod(cgrt_runtime *rt, CUdeviceptr dst, const void *src,
 cgrt_status cgrt_memcpy_dtoh(cgrt_runtime *rt, void *dst, CUdeviceptr src, size_t bytes);
 
 /* Copies device to device on `stream` (NULL: the legacy default stream), asynchronously.
- * Statuses as cgrt_memcpy_htod. Thread-safe. May be called during capture (records a
- * memcpy node when `stream` is capturing). */
+ * Statuses as cgrt_memcpy_htod but CGRT_ERROR_CAPTURING. Thread-safe. May be called
+ * during capture (records a memcpy node when `stream` is capturing). */
 cgrt_status cgrt_memcpy_dtod_async(cgrt_runtime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                    CUstream stream);
 
@@ -73,8 +75,9 @@ cgrt_status cgrt_mem_free(cgrt_runtime *rt, CUdeviceptr ptr);
  * by checked replay, and dropped with a CGRT_LOG_WARN when cgrt allocates over it).
  * On the CPU emulation host memory may be registered too ("host-backed arrays"): cgrt
  * then registers it with the emulated driver (cuMemHostRegister), and copies, memsets
- * and kernels on the emulation may read and write it until it is unregistered. On a GPU
- * host memory the driver does not know is refused.
+ * and kernels on the emulation may read and write it until it is unregistered; every
+ * page of it must be mapped in the process (an address never allocated, such as
+ * 0xdead000, is refused). On a GPU host memory the driver does not know is refused.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (base 0,
  * bytes 0, a range wrapping past 2^64, memory the driver does not know, a range running
  * past its allocation, or overlapping a range already in the registry);
@@ -88,8 +91,9 @@ cgrt_status cgrt_mem_register(cgrt_runtime *rt, CUdeviceptr base, size_t bytes);
 cgrt_status cgrt_mem_unregister(cgrt_runtime *rt, CUdeviceptr base);
 
 /* Waits for all work on `stream` (NULL: the legacy default stream).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_DRIVER (includes an
- * earlier asynchronous kernel failure). Thread-safe. Must not be called during capture. */
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURING (as
+ * cgrt_memcpy_htod), CGRT_ERROR_DRIVER (includes an earlier asynchronous kernel failure).
+ * Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_stream_synchronize(cgrt_runtime *rt, CUstream stream);
 
 #ifdef __cplusplus

@@ -72,11 +72,14 @@ typedef void (*cgrt_emulated_kernel_fn)(const cgrt_emulated_launch *launch, cons
  * before cgrt_module_function looks the kernel up: a function handle keeps the reference
  * it was looked up with (a replacement serves later lookups; launches already running,
  * or of handles taken before, are unaffected). Harmless on a GPU (never used there).
- * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (NULL name or fn, num_params above
- * CGRT_EMULATED_MAX_PARAMS, a size of 0 or above CGRT_EMULATED_MAX_PARAM_BYTES, or a
- * packed size, each parameter at min(size, 8)-byte alignment, above
- * CGRT_EMULATED_MAX_PARAM_BYTES: the message names the parameter; nothing is
- * registered); CGRT_ERROR_OUT_OF_MEMORY (the table is full: 64 names, 1024 distinct
+ * Names beginning with "cgrt_" are reserved for cgrt's own kernels, whose references are
+ * built in: a registration under such a name is refused and registers nothing (it
+ * would replace an embedded kernel for every runtime of the process).
+ * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_ARGUMENT (a reserved name; NULL name or
+ * fn, num_params above CGRT_EMULATED_MAX_PARAMS, a size of 0 or above
+ * CGRT_EMULATED_MAX_PARAM_BYTES, or a packed size, each parameter at min(size, 8)-byte
+ * alignment, above CGRT_EMULATED_MAX_PARAM_BYTES: the message names the parameter;
+ * nothing is registered); CGRT_ERROR_OUT_OF_MEMORY (the table is full: 64 names, 1024 distinct
  * registrations per process). Thread-safe, also with lookups and launches of the same
  * name. */
 cgrt_status cgrt_emulated_kernel_register(const char *name, size_t num_params, const size_t *param_sizes,

@@ -106,9 +106,11 @@ cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info);
 const char *cgrt_driver_kind_name(cgrt_driver_kind kind);
 
 /* Synchronizes the runtime's context (cuCtxSynchronize).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_DRIVER (an earlier
- * asynchronous failure, e.g. an illegal address in a kernel). Thread-safe. Must not be
- * called during capture. */
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURING (called by a
+ * thread that captures for a graph set, e.g. from an enqueue callback under capture:
+ * nothing is done), CGRT_ERROR_DRIVER (an earlier asynchronous failure, e.g. an illegal
+ * address in a kernel; or the driver refused a call during another capture).
+ * Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt);
 
 #ifdef __cplusplus

@@ -90,9 +90,12 @@ typedef struct cgrt_workspace_stats {
 cgrt_status cgrt_workspace_get_stats(cgrt_runtime *rt, cgrt_workspace_stats *stats);
 
 /* Calls fn once per reservation (in creation order) with its lane, name, number of
- * buffers and reserved bytes; for reports such as the demo's (fn must not call cgrt).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (fn
- * NULL). Thread-safe. */
+ * buffers and reserved bytes, for reports such as the demo's. The reservations are
+ * copied when the visit starts and fn runs without any cgrt lock held: fn may call cgrt,
+ * on this runtime too (a reservation it makes is not visited; `name` is valid during the
+ * call only). Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE,
+ * CGRT_ERROR_INVALID_ARGUMENT (fn NULL), CGRT_ERROR_OUT_OF_MEMORY (the copy; fn is not
+ * called). Thread-safe. */
 typedef void (*cgrt_workspace_visit_fn)(void *user, int lane, const char *name,
                                         size_t buffers, size_t bytes);
 cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, void *user);

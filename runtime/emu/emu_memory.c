@@ -4,6 +4,8 @@
  * reused (CU_POINTER_ATTRIBUTE_BUFFER_ID); synchronous copies and memsets. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "runtime/emu/emu_internal.h"
 
@@ -124,11 +126,27 @@ CUresult cgrt__emu_cuMemFreeHost(void *p) { return free_api((uintptr_t)p, 1); }
   (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
    CU_MEMHOSTREGISTER_READ_ONLY)
 
+/* 1 when every page of [b, b + n) is mapped in this process (b + n does not wrap): the
+ * driver cannot register memory that is not there. */
+static int host_mapped(uintptr_t b, size_t n) {
+  long ps = sysconf(_SC_PAGESIZE);
+  if (ps <= 0) return 1;
+  unsigned char vec[256];
+  for (uintptr_t p = b / (uintptr_t)ps * (uintptr_t)ps, end = b + n; p < end;) {
+    size_t pages = (end - p + (uintptr_t)ps - 1) / (uintptr_t)ps;
+    if (pages > sizeof vec) pages = sizeof vec;
+    if (mincore((void *)p, pages * (size_t)ps, vec) != 0) return 0; /* ENOMEM: a page is not mapped */
+    p += pages * (size_t)ps;
+  }
+  return 1;
+}
+
 CUresult cgrt__emu_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;
   uintptr_t b = (uintptr_t)p;
-  if (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - b || (Flags & ~EMU_HOST_REGISTER_FLAGS) != 0)
+  if (p == NULL || bytesize == 0 || bytesize > UINTPTR_MAX - b || (Flags & ~EMU_HOST_REGISTER_FLAGS) != 0 ||
+      !host_mapped(b, bytesize))
     return CUDA_ERROR_INVALID_VALUE;
   cgrt__emu_lock();
   r = cgrt__emu_unsafe_call();

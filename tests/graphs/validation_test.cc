@@ -6,6 +6,7 @@
 // emulation in CI; CGRT_DRIVER=cuda on an H200).
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -63,9 +64,15 @@ class GraphsValidation : public ::testing::Test {
   int sizes[3] = {4, 2, 1};
   enum { OK, FAIL_AFTER_CGRT_FAILURE, FAIL_QUIETLY } fail = OK;
   const char *ws_name = "validation.engine";
+  std::function<void()> under_capture;  // run once, by the first callback under capture
 
   static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
     auto *t = static_cast<GraphsValidation *>(user);
+    if (d->capturing && t->under_capture) {
+      std::function<void()> f = std::move(t->under_capture);
+      t->under_capture = nullptr;
+      f();
+    }
     if (t->fail == FAIL_AFTER_CGRT_FAILURE) {  // the callback's own cgrt call fails
       CUdeviceptr p = 0;
       return request_1d(t->rt, 99, "validation.callback", 4, CGRT_DTYPE_U8, &p);
@@ -146,11 +153,17 @@ class GraphsValidation : public ::testing::Test {
   }
   void release() {
     cgrt_fault_set(nullptr);
-    if (set) EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    if (set) {
+      EXPECT_EQ(cgrt_graphs_destroy(set), CGRT_SUCCESS);
+    }
     set = nullptr;
-    if (mod) EXPECT_EQ(cgrt_module_unload(mod), CGRT_SUCCESS);
+    if (mod) {
+      EXPECT_EQ(cgrt_module_unload(mod), CGRT_SUCCESS);
+    }
     mod = nullptr;
-    if (rt) EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);
+    if (rt) {
+      EXPECT_EQ(cgrt_runtime_destroy(rt), CGRT_SUCCESS);
+    }
     rt = nullptr;
   }
   void TearDown() override {
@@ -225,6 +238,9 @@ TEST_F(GraphsValidation, SetRangesRefusesEmptyNullAndWrappingRanges) {
     cgrt_range two[2] = {ok, c.bad};
     expect_invalid(cgrt_graphs_set_ranges(set, two, 2), c.field);
   }
+  // A count past the bound is refused before any entry is read (ASan: nothing read past `ok`).
+  expect_invalid(cgrt_graphs_set_ranges(set, &ok, SIZE_MAX), "18446744073709551615 ranges (max 4096)");
+  expect_invalid(cgrt_graphs_set_ranges(set, &ok, CGRT_GRAPHS_MAX_RANGES + 1), "4097 ranges");
   // A range that ends exactly at 2^64 does not wrap, but lies in no live allocation.
   cgrt_range to_the_end[2] = {ok, {0x1000, (size_t)(0 - (uint64_t)0x1000), "to 2^64"}};
   expect_invalid(cgrt_graphs_set_ranges(set, to_the_end, 2), "is not inside one live device allocation");
@@ -242,6 +258,196 @@ TEST_F(GraphsValidation, StepOnAModeNeverCapturedIsRefused) {
   EXPECT_EQ(st.steps, 0u);
   CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   step_and_check(2);
+}
+
+// ---- ranges and counts past what the set can hold (adversarial findings F2-F5) ----------
+
+TEST_F(GraphsValidation, CreateRefusesBuffersWhoseRangeWraps) {
+  start();
+  cgrt_graphs_options o;
+  struct Case {
+    CUdeviceptr ptr;
+    size_t bytes;
+  } cases[] = {
+      {UINT64_MAX - 15, 64},  // ends past 2^64
+      {0x1000, SIZE_MAX},     // SIZE_MAX bytes
+      {UINT64_MAX, 2},
+      {0, 64},
+      {0x1000, 0},
+  };
+  for (const Case &c : cases) {
+    options(&o);
+    descs[OUT].ptr = c.ptr;
+    descs[OUT].bytes = c.bytes;
+    cgrt_graphs *s = reinterpret_cast<cgrt_graphs *>(0x1);
+    expect_invalid(cgrt_graphs_create(rt, &o, &s), "buffer 1 ('out')");
+    EXPECT_EQ(s, nullptr);
+  }
+  options(&o);
+  descs[OUT].ptr = buf[IN] + 4;  // overlaps 'in'
+  expect_invalid(cgrt_graphs_create(rt, &o, &set), "buffers 0 and 1 overlap");
+  options(&o);
+  descs[OUT].ptr = (CUdeviceptr)0 - 256;  // ends exactly at 2^64: a valid range
+  descs[OUT].bytes = 256;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  make_set();
+  step_and_check(4);
+}
+
+TEST_F(GraphsValidation, CreateBoundsDraftStepsAndTheCaptureSizeCount) {
+  start();
+  cgrt_graphs_options o;
+  for (int k : {INT_MAX, CGRT_GRAPHS_MAX_DRAFT_STEPS + 1, 1, -2}) {
+    options(&o, 1);
+    o.draft_steps = k;
+    expect_invalid(cgrt_graphs_create(rt, &o, &set), "draft_steps " + std::to_string(k));
+    EXPECT_EQ(set, nullptr);
+  }
+  // A count whose byte size wraps size_t (the copy was 8 bytes, then read past its end).
+  options(&o);
+  int two[2] = {2, 4};
+  o.capture_sizes = two;
+  o.num_capture_sizes = SIZE_MAX / sizeof(int) + 3;
+  expect_invalid(cgrt_graphs_create(rt, &o, &set), "num_capture_sizes " + std::to_string(o.num_capture_sizes));
+  options(&o, 1);
+  o.draft_steps = CGRT_GRAPHS_MAX_DRAFT_STEPS;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+}
+
+TEST_F(GraphsValidation, StepRefusesBindingsWhoseRangeWraps) {
+  start();
+  make_set();
+  struct Case {
+    cgrt_binding b;
+    const char *field;
+  } cases[] = {
+      {{IN, UINT64_MAX - 7, SIZE_MAX}, "binding 0 of 'in'"},
+      {{IN, UINT64_MAX - 7, 0}, "binding 0 of 'in'"},  // the registered size wraps too
+      {{OUT, 0x1000, SIZE_MAX}, "binding 0 of 'out'"},
+  };
+  for (const Case &c : cases) {
+    expect_invalid(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &c.b, 1), c.field);
+    cgrt_binding two[2] = {{IN, buf[IN], 0}, c.b};
+    expect_invalid(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, two, 2), "binding 1");
+  }
+  step_and_check(4);  // nothing moved
+}
+
+// ---- checked replay: a failed driver call is no stale pointer (adversarial finding L1) --
+
+// cuPointerGetAttribute fails (once, then for good) at each of its calls of a checked
+// step that rebinds a buffer: the step answers CGRT_ERROR_DRIVER naming the call, or
+// succeeds when the call was asked again, never CGRT_ERROR_STALE_POINTER; the next step
+// works.
+TEST_F(GraphsValidation, CheckedReplayReportsAFailedPointerQueryAsADriverFailure) {
+  start(1);
+  cgrt_graphs_options o;
+  options(&o);
+  o.checked_replay = 1;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  CUdeviceptr alt = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.alt_in", 64, CGRT_DTYPE_F32, &alt));
+  CGRT_ASSERT_OK(cgrt_memcpy_dtod_async(rt, alt, buf[IN], bytes[IN], nullptr));
+  CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, nullptr));
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuPointerGetAttribute";
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));  // counts the calls of one rebinding step
+  cgrt_binding to_alt = {IN, alt, 0}, back = {IN, buf[IN], 0};
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &to_alt, 1));
+  const unsigned long calls = cgrt_fault_calls();
+  ASSERT_GE(calls, 4u);  // the binding (3) and the per-step check (1 per buffer)
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &back, 1));
+  for (int sticky = 0; sticky <= 1; sticky++) {
+    for (unsigned long k = 1; k <= calls; k++) {
+      plan.fail_at = k;
+      plan.sticky = sticky;
+      CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+      cgrt_status st = cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, k % 2 ? &to_alt : &back, 1);
+      std::string msg = cgrt_last_error();
+      CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+      if (st != CGRT_SUCCESS) {
+        EXPECT_EQ(st, CGRT_ERROR_DRIVER) << "call " << k << (sticky ? " for good: " : ": ") << msg;
+        EXPECT_NE(msg.find("cuPointerGetAttribute failed with CUDA_ERROR_UNKNOWN"), std::string::npos) << msg;
+      } else {
+        EXPECT_FALSE(sticky) << "call " << k << ": a step succeeded while every pointer query failed";
+      }
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, &back, 1));  // asks again: fine
+    }
+  }
+  step_and_check(4);
+}
+
+// ---- a failed create frees what it made and keeps its cause (F1) ----------------------
+
+TEST_F(GraphsValidation, FailedCreateFreesTheHalfMadeSetAndKeepsItsCause) {
+  struct Case {
+    const char *symbol;
+    unsigned long at;  // counted from the create (a fresh runtime has looked nothing up)
+    const char *cause;
+  } cases[] = {
+      {"cuModuleGetFunction", 1, "cgrt_graph_meta_prepare: cuModuleGetFunction failed"},
+      {"cuModuleGetFunction", 2, "cgrt_graph_meta_advance: cuModuleGetFunction failed"},
+      {"cuModuleGetFunction", 3, "cgrt_graph_meta_while_begin: cuModuleGetFunction failed"},
+      {"cuMemAlloc", 1, "WHILE draft loop's state: cuMemAlloc failed"},
+      {"cuMemsetD8", 1, "cuMemsetD8 failed"},
+      {"cuStreamCreate", 1, "capture stream: cuStreamCreate failed"},
+      {"cuStreamCreate", 2, "replay stream: cuStreamCreate failed"},
+  };
+  for (const Case &c : cases) {
+    start(1);
+    cgrt_graphs_options o;
+    options(&o, 1);
+    o.draft_steps = 2;
+    o.draft_while = 1;
+    cgrt_fault_plan plan = {};
+    plan.size = sizeof plan;
+    plan.symbol = c.symbol;
+    plan.fail_at = c.at;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_graphs_create(rt, &o, &set));
+    EXPECT_EQ(cgrt_fault_injected(), 1u) << c.symbol << " #" << c.at;
+    std::string msg = cgrt_last_error();
+    EXPECT_NE(msg.find(c.cause), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("cgrt_graphs_destroy"), std::string::npos) << msg;
+    EXPECT_EQ(set, nullptr);
+    release();  // LeakSanitizer (--config=asan) finds what the failed create left
+  }
+  start();
+  make_set();
+  step_and_check(4);
+}
+
+// ---- what synchronizes is refused on a capturing thread (F11) ---------------------------
+
+TEST_F(GraphsValidation, WhatSynchronizesIsRefusedOnTheCapturingThread) {
+  start();
+  make_set(0);
+  std::vector<std::pair<std::string, cgrt_status>> got;
+  std::string msg;
+  cgrt_status other_thread = CGRT_ERROR_INTERNAL;
+  under_capture = [&] {
+    unsigned char host[4] = {};
+    got.emplace_back("cgrt_stream_synchronize", cgrt_stream_synchronize(rt, nullptr));
+    msg = cgrt_last_error();
+    got.emplace_back("cgrt_runtime_synchronize", cgrt_runtime_synchronize(rt));
+    got.emplace_back("cgrt_memcpy_htod", cgrt_memcpy_htod(rt, buf[OUT], host, 4));
+    got.emplace_back("cgrt_memcpy_dtoh", cgrt_memcpy_dtoh(rt, host, buf[OUT], 4));
+    got.emplace_back("cgrt_memset_d8", cgrt_memset_d8(rt, buf[OUT], 0, 4));
+    // Another thread does not capture (thread-local capture mode): it may synchronize.
+    std::thread([&] { other_thread = cgrt_stream_synchronize(rt, nullptr); }).join();
+  };
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // refused before the driver saw them: the capture went on
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto &g : got) EXPECT_EQ(g.second, CGRT_ERROR_CAPTURING) << g.first << ": " << cgrt_status_name(g.second);
+  EXPECT_NE(msg.find("cgrt_stream_synchronize: called during graph capture on this thread"), std::string::npos)
+      << msg;
+  EXPECT_EQ(other_thread, CGRT_SUCCESS);
+  step_and_check(4);
+  CGRT_ASSERT_OK(cgrt_runtime_synchronize(rt));  // the capture is over
 }
 
 // ---- item 6: the callback's failure, teardown failures ----------------------------------

@@ -5,6 +5,8 @@
 // CGRT_DRIVER selects (the emulation in CI, the real driver on an H200), except where a
 // test names the emulation.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -18,6 +20,8 @@
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
+#include "kernels/ref_tables.h"
+#include "kernels/registry.h"
 #include "runtime/error.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
@@ -105,6 +109,109 @@ TEST(EmulatedKernel, RegisterBoundsParameterSizes) {
   CGRT_ASSERT_OK(cgrt_memcpy_dtoh(rt, &got, buf, sizeof got));
   EXPECT_EQ(got, tag);
   CGRT_ASSERT_OK(cgrt_module_unload(m));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// cgrt's own kernels keep their built-in references (adversarial finding F6).
+TEST(EmulatedKernel, NamesOfCgrtKernelsAreReserved) {
+  // Every built-in reference carries the reserved prefix.
+  size_t builtins = 0;
+#define CGRT__TEST_TABLE(t)                                               \
+  for (const cgrt__ref_kernel *k = t; k->name != nullptr; k++, builtins++) \
+    EXPECT_TRUE(cgrt__ref_name_reserved(k->name)) << k->name;
+  CGRT__REF_TABLES(CGRT__TEST_TABLE)
+#undef CGRT__TEST_TABLE
+  EXPECT_GT(builtins, 8u);
+  const cgrt__ref_kernel *probe = cgrt__ref_kernel_find("cgrt_probe");
+  ASSERT_NE(probe, nullptr);
+  const size_t sizes[2] = {8, 4};
+  for (const char *name : {"cgrt_probe", "cgrt_graph_meta_prepare", "cgrt_mla_split_m64", "cgrt_not_yet_a_kernel"}) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_emulated_kernel_register(name, 2, sizes, store_tag));
+    std::string msg = cgrt_last_error();
+    EXPECT_NE(msg.find(std::string("'") + name + "': names beginning with \"cgrt_\" are reserved"), std::string::npos)
+        << msg;
+    cgrt__ref_kernel k = {name, 2, {8, 4}, (cgrt__ref_fn)(void (*)(void))store_tag};
+    EXPECT_EQ(cgrt__ref_kernel_register(&k), -3) << name;
+  }
+  EXPECT_EQ(cgrt__ref_kernel_find("cgrt_probe"), probe);
+  EXPECT_EQ(cgrt__ref_kernel_find("cgrt_not_yet_a_kernel"), nullptr);
+  EXPECT_FALSE(cgrt__ref_name_reserved("cgrt"));
+  EXPECT_FALSE(cgrt__ref_name_reserved("my_cgrt_kernel"));
+  // The emulation's runtimes still run the built-in probe (it checks what it wrote).
+  cgrt_runtime *rt = cgrt_test::make_runtime(0, CGRT_DRIVER_EMULATED);
+  ASSERT_NE(rt, nullptr);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- a workspace visit's callback may call cgrt (adversarial findings F8 / L2) -------
+
+// fn ran with the runtime's lock held: a callback calling cgrt on the same runtime
+// deadlocked (before the fix this test hangs until its time limit).
+TEST(WorkspaceVisit, CallbackMayCallCgrtOnTheSameRuntime) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CUdeviceptr p = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 0, "validation.visit.a", 64, CGRT_DTYPE_U8, &p));
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.visit.b", 32, CGRT_DTYPE_I32, &p));
+  struct Seen {
+    cgrt_runtime *rt;
+    std::vector<std::string> lines;
+    std::vector<cgrt_status> calls;
+  } seen = {rt, {}, {}};
+  CGRT_ASSERT_OK(cgrt_workspace_visit(
+      rt,
+      [](void *u, int lane, const char *name, size_t n, size_t bytes) {
+        auto *s = static_cast<Seen *>(u);
+        s->lines.push_back(std::to_string(lane) + " " + name + " " + std::to_string(n) + " " + std::to_string(bytes));
+        cgrt_workspace_stats st = {};
+        st.size = sizeof st;
+        s->calls.push_back(cgrt_workspace_get_stats(s->rt, &st));
+        CUdeviceptr q = 0;  // a new reservation during the visit: not visited
+        s->calls.push_back(request_1d(s->rt, 2, (std::string("validation.visit.new.") + name).c_str(), 16,
+                                      CGRT_DTYPE_U8, &q));
+      },
+      &seen));
+  ASSERT_EQ(seen.lines.size(), 2u);
+  EXPECT_EQ(seen.lines[0], "0 validation.visit.a 1 64");
+  EXPECT_EQ(seen.lines[1], "1 validation.visit.b 1 128");
+  for (cgrt_status st : seen.calls) EXPECT_EQ(st, CGRT_SUCCESS) << cgrt_status_name(st);
+  size_t n = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_visit(rt, [](void *u, int, const char *, size_t, size_t) { ++*(size_t *)u; }, &n));
+  EXPECT_EQ(n, 4u);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- registering memory that is not there (adversarial finding L4) --------------------
+
+// The emulation registered any host address as a host-backed array (0xdead000 included);
+// on the real driver such an address is no allocation either.
+TEST(MemRegister, AnAddressNeverAllocatedIsRefused) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  long ps = sysconf(_SC_PAGESIZE);
+  void *gone = mmap(nullptr, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  ASSERT_EQ(munmap((char *)gone + ps, ps), 0);  // a hole in the middle
+  const struct {
+    CUdeviceptr base;
+    size_t bytes;
+    const char *what;
+  } cases[] = {
+      {0xdead000, 4096, "0xdead000"},
+      {(CUdeviceptr)(uintptr_t)gone + ps, 64, "an unmapped page"},
+      {(CUdeviceptr)(uintptr_t)gone, 3 * (size_t)ps, "a range across an unmapped page"},
+  };
+  for (const auto &c : cases) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mem_register(rt, c.base, c.bytes));
+    EXPECT_NE(std::string(cgrt_last_error()).find("is not inside memory the"), std::string::npos)
+        << c.what << ": " << cgrt_last_error();
+  }
+  if (cgrt_test::is_emulated(rt)) {  // mapped host memory is a host-backed array there
+    CGRT_ASSERT_OK(cgrt_mem_register(rt, (CUdeviceptr)(uintptr_t)gone, (size_t)ps));
+    CGRT_ASSERT_OK(cgrt_mem_unregister(rt, (CUdeviceptr)(uintptr_t)gone));
+  }
+  munmap(gone, ps);
+  munmap((char *)gone + 2 * ps, 2 * ps);
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 
