@@ -212,6 +212,12 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
     return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_runtime_create: pthread_mutex_init failed");
   }
   rt->drv = o.fault_injection ? cgrt__driver_fault(base) : base;
+  if (rt->drv == NULL) {
+    pthread_mutex_destroy(&rt->mu);
+    cgrt__handle_free(rt);
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                      "cgrt_runtime_create: fault injection wraps at most 4 distinct driver libraries per process");
+  }
   rt->kind = kind;
   rt->ordinal = o.device_ordinal;
   const cgrt__driver *d = rt->drv;

@@ -49,7 +49,10 @@ typedef struct cgrt_runtime_options {
   /* Path handed to dlopen for the real driver; NULL means "libcuda.so.1". */
   const char *driver_library;
   /* Route every driver call through the fault-injection wrapper (cgrt_fault.h).
-   * For tests; costs one relaxed atomic per driver call. Default 0. */
+   * For tests; costs a lock and an atomic load per driver call. Default 0. Runtimes with
+   * it may be created and used from several threads at once, over the emulation and the
+   * real driver alike; at most 4 distinct driver libraries are wrapped per process
+   * (CGRT_ERROR_NOT_SUPPORTED beyond). */
   int fault_injection;
   /* Compute capability the emulated device reports, as major*10+minor; 0 means 90.
    * For tests of the unsupported-device path. Ignored by the real driver. */
