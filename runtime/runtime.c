@@ -355,12 +355,13 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
                       (void *)rt);
   if (cgrt__runtime_enter(rt, "cgrt_runtime_destroy") != CGRT_SUCCESS)
     cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
-  /* Children unlink themselves (cgrt__runtime_detach) in their destroy function. */
+  /* Each child leaves the list before its destroy runs (its own detach is then a no-op):
+   * a destroy that fails half-way cannot leave a freed child linked. */
   while (rt->children) {
     cgrt__child *c = rt->children;
+    cgrt__runtime_detach(rt, c);
     cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: destroying a %s that is still alive", c->kind);
     c->destroy(c->obj);
-    if (rt->children == c) cgrt__runtime_detach(rt, c); /* a destroy that did not detach */
   }
   live_remove(rt);
   const cgrt__driver *d = rt->drv;

@@ -45,7 +45,8 @@ typedef struct cgrt__alloc_range {
 } cgrt__alloc_range;
 
 /* An object made from a runtime (graph set, kernel plan). cgrt_runtime_destroy destroys
- * children still attached (newest first) and logs a warning for each. */
+ * children still attached (newest first, each unlinked before its destroy runs) and logs
+ * a warning for each. */
 typedef struct cgrt__child {
   void (*destroy)(void *obj);
   void *obj;
@@ -144,7 +145,9 @@ void cgrt__runtime_capture_end(cgrt_runtime *rt);
 int cgrt__thread_capturing(void);
 
 /* Attaches/detaches a child object (the child struct is owned by the caller, typically
- * embedded in the object). Thread-safe. */
+ * embedded in the object). Detaching a child that is not linked (cgrt_runtime_destroy
+ * unlinks each child before calling its destroy) is a no-op. A child's destroy must
+ * detach it whatever else fails, before its storage is freed. Thread-safe. */
 void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *child);
 void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *child);
 
