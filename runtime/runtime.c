@@ -185,6 +185,8 @@ static cgrt_status run_probe(cgrt_runtime *rt) {
 cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtime **out) {
   if (!out) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_runtime_create: out is NULL");
   *out = NULL;
+  cgrt_status st = cgrt__refuse_in_capture("cgrt_runtime_create");
+  if (st) return st;
   cgrt_runtime_options o;
   cgrt_runtime_options_init(&o);
   if (options) {
@@ -202,7 +204,7 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
 
   const cgrt__driver *base = NULL;
   cgrt_driver_kind kind = CGRT_DRIVER_EMULATED;
-  cgrt_status st = select_driver(&o, &base, &kind);
+  st = select_driver(&o, &base, &kind);
   if (st) return st;
 
   cgrt_runtime *rt = cgrt__handle_alloc(sizeof *rt);
@@ -353,6 +355,9 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE,
                       "cgrt_runtime_destroy: runtime %p is not live (destroyed twice or never created)",
                       (void *)rt);
+  /* Inside a capture (an enqueue callback) the set that captures would be freed under it. */
+  cgrt_status st = cgrt__refuse_in_capture("cgrt_runtime_destroy");
+  if (st) return st;
   if (cgrt__runtime_enter(rt, "cgrt_runtime_destroy") != CGRT_SUCCESS)
     cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
   /* Each child leaves the list before its destroy runs (its own detach is then a no-op):
@@ -365,7 +370,7 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
   }
   live_remove(rt);
   const cgrt__driver *d = rt->drv;
-  CGRT__CU_WARN(d, cuCtxSynchronize, (), "cgrt_runtime_destroy");
+  cgrt__warn_cu(cgrt__ctx_synchronize_raw(d), "cuCtxSynchronize", "cgrt_runtime_destroy");
   cgrt__workspace_release_all(rt);
   cgrt__device_memory_release_all(rt);
   while (rt->module_count > 0) CGRT__CU_WARN(d, cuModuleUnload, (rt->modules[--rt->module_count]), "cgrt_runtime_destroy");
@@ -403,10 +408,7 @@ cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info) {
 cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_runtime_synchronize");
   if (st) return st;
-  if (cgrt__thread_capturing())
-    return cgrt__fail(CGRT_ERROR_CAPTURING, "cgrt_runtime_synchronize: called during graph capture on this thread "
-                      "(it would synchronize a capturing stream)");
-  return CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_runtime_synchronize");
+  return cgrt__ctx_synchronize(rt, "cgrt_runtime_synchronize");
 }
 
 cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out) {
@@ -438,21 +440,3 @@ cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunctio
   pthread_mutex_unlock(&rt->mu);
   return st;
 }
-
-static _Thread_local int t_capturing; /* captures under way on this thread */
-
-void cgrt__runtime_capture_begin(cgrt_runtime *rt) {
-  pthread_mutex_lock(&rt->mu);
-  rt->capturing++;
-  pthread_mutex_unlock(&rt->mu);
-  t_capturing++;
-}
-
-void cgrt__runtime_capture_end(cgrt_runtime *rt) {
-  pthread_mutex_lock(&rt->mu);
-  if (rt->capturing > 0) rt->capturing--;
-  pthread_mutex_unlock(&rt->mu);
-  if (t_capturing > 0) t_capturing--;
-}
-
-int cgrt__thread_capturing(void) { return t_capturing > 0; }

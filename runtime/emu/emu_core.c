@@ -286,7 +286,7 @@ CUresult cgrt__emu_cuCtxSynchronize(void) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;
   cgrt__emu_lock();
-  r = cgrt__emu_unsafe_call();
+  r = cgrt__emu_ctx_sync_call();
   cgrt__emu_unlock();
   return r; /* everything already ran: streams execute synchronously */
 }

@@ -106,6 +106,15 @@ CUresult cgrt__emu_unsafe_call(void) {
   return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+CUresult cgrt__emu_ctx_sync_call(void) {
+  int hit = 0;
+  for (emu_capture *c = g_captures; c != NULL; c = c->next) {
+    c->invalidated = 1;
+    hit = 1;
+  }
+  return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
 CUresult cgrt__emu_sync_op(void) {
   CUresult r = cgrt__emu_unsafe_call();
   if (r != CUDA_SUCCESS) return r;

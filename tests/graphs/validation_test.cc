@@ -6,6 +6,9 @@
 // emulation in CI; CGRT_DRIVER=cuda on an H200).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -621,6 +624,124 @@ TEST_F(GraphsValidation, EveryGraphAndModuleEntryPointMakesTheContextCurrent) {
   };
   for (const Entry &e : entries) EXPECT_TRUE(leaves_context_current(rt, e.call)) << e.name;
   step_and_check(4);
+}
+
+// ---- adversarial L6: threads capture while others synchronize the context --------------
+
+// The driver fails a context synchronization (cuCtxSynchronize) while any stream of the
+// context captures, and invalidates that capture, even a thread-local one of another
+// thread: one thread's cgrt_runtime_synchronize broke the capture of another thread's
+// graph set (the emulation now does as the driver; on the H200 the adversarial case of
+// eight threads each capturing and stepping a set crashed). cgrt waits for captures in
+// progress instead, and a capture that begins meanwhile waits for the synchronization.
+TEST_F(GraphsValidation, ContextSynchronizationWaitsForAnotherThreadsCapture) {
+  start();
+  make_set(0);
+  std::atomic<int> phase{0};  // 1: the capture is in its callback; 2: the callback returns
+  std::atomic<int> synced_in_phase{-1};
+  std::vector<cgrt_status> got(3, CGRT_ERROR_INTERNAL);
+  std::thread other([&] {
+    while (phase.load() < 1) std::this_thread::yield();
+    got[0] = cgrt_runtime_synchronize(rt);
+    synced_in_phase = phase.load();
+    got[1] = cgrt_workspace_verify(rt);
+    got[2] = cgrt_counters_verify(rt);
+  });
+  under_capture = [&] {
+    phase = 1;
+    // Time for the other thread to reach its synchronization (it must wait).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    phase = 2;
+  };
+  cgrt_status cap = cgrt_graphs_capture(set);
+  other.join();
+  CGRT_EXPECT_STATUS(CGRT_SUCCESS, cap);
+  for (cgrt_status g : got) CGRT_EXPECT_STATUS(CGRT_SUCCESS, g);
+  EXPECT_EQ(synced_in_phase.load(), 2) << "the synchronization ran during the capture";
+  step_and_check(4);
+}
+
+// Many threads, each capturing and stepping a set of its own on one runtime, while the
+// others synchronize the context between their steps (the adversarial case, smaller).
+TEST_F(GraphsValidation, ThreadsCaptureAndStepTheirOwnSetsWhileOthersSynchronize) {
+  start();
+  constexpr int kThreads = 6;
+  // Each thread's own in/out (reserved here: no reservation may grow during a capture).
+  std::vector<std::array<CUdeviceptr, 2>> mine(kThreads);
+  std::vector<float> in(64);
+  for (int t = 0; t < kThreads; t++) {
+    std::string name = "validation.thread" + std::to_string(t);
+    cgrt_tensor_desc td[2] = {{1, {64}, CGRT_DTYPE_F32}, {1, {64}, CGRT_DTYPE_F32}};
+    CGRT_ASSERT_OK(cgrt_workspace_request(rt, 0, name.c_str(), td, 2, mine[(size_t)t].data()));
+    for (int i = 0; i < 64; i++) in[(size_t)i] = (float)(i + 100 * t);
+    CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, mine[(size_t)t][0], in.data(), 256));
+  }
+  cgrt_graphs_options base;
+  options(&base);
+  std::vector<std::string> errs(kThreads);
+  std::vector<std::thread> th;
+  for (int t = 0; t < kThreads; t++)
+    th.emplace_back([&, t] {
+      auto fail = [&](const std::string &what) { errs[(size_t)t] = what + ": " + cgrt_last_error(); };
+      cgrt_graphs_options o = base;
+      cgrt_buffer_desc d[2] = {descs[IN], descs[OUT]};
+      d[0].ptr = mine[(size_t)t][0];
+      d[1].ptr = mine[(size_t)t][1];
+      o.buffers = d;
+      o.num_buffers = 2;
+      cgrt_graphs *s = nullptr;
+      if (cgrt_graphs_create(rt, &o, &s) != CGRT_SUCCESS) return fail("create");
+      std::vector<float> out(64);
+      for (int round = 0; round < 4 && errs[(size_t)t].empty(); round++) {
+        int n = 1 + (t + round) % 4;
+        if ((round == 0 ? cgrt_graphs_capture(s) : cgrt_graphs_recapture(s, CGRT_GRAPH_DECODE, n)) != CGRT_SUCCESS)
+          fail("capture, round " + std::to_string(round));
+        else if (cgrt_graphs_step(s, CGRT_GRAPH_DECODE, n, nullptr, 0) != CGRT_SUCCESS)
+          fail("step");
+        else if (cgrt_runtime_synchronize(rt) != CGRT_SUCCESS)
+          fail("synchronize");
+        else if (cgrt_memcpy_dtoh(rt, out.data(), mine[(size_t)t][1], 256) != CGRT_SUCCESS)
+          fail("read back");
+        for (int i = 0; i < n && errs[(size_t)t].empty(); i++)
+          if (out[(size_t)i] != 2.0f * (float)(i + 100 * t) + 1.0f)
+            errs[(size_t)t] = "row " + std::to_string(i) + " holds " + std::to_string(out[(size_t)i]);
+      }
+      if (cgrt_graphs_destroy(s) != CGRT_SUCCESS) fail("destroy");
+    });
+  for (std::thread &x : th) x.join();
+  for (int t = 0; t < kThreads; t++) EXPECT_EQ(errs[(size_t)t], "") << "thread " << t;
+  make_set();
+  step_and_check(4);
+}
+
+// ---- adversarial L8: what must not run during capture is refused on that thread -------
+
+TEST_F(GraphsValidation, WhatMustNotRunDuringCaptureIsRefusedOnTheCapturingThread) {
+  start();
+  make_set(0);
+  CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 1024));
+  std::vector<std::pair<std::string, cgrt_status>> got;
+  cgrt_module *loaded = nullptr;
+  cgrt_runtime *made = nullptr;
+  under_capture = [&] {
+    got.emplace_back("cgrt_module_load", cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &loaded));
+    got.emplace_back("cgrt_module_unload", cgrt_module_unload(mod));
+    got.emplace_back("cgrt_runtime_create", cgrt_runtime_create(nullptr, &made));
+    got.emplace_back("cgrt_runtime_destroy", cgrt_runtime_destroy(rt));
+    got.emplace_back("cgrt_workspace_verify", cgrt_workspace_verify(rt));
+    got.emplace_back("cgrt_counters_verify", cgrt_counters_verify(rt));
+  };
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // refused before the driver saw them: the capture went on
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto &g : got) {
+    EXPECT_EQ(g.second, CGRT_ERROR_CAPTURING) << g.first << ": " << cgrt_status_name(g.second);
+  }
+  EXPECT_EQ(loaded, nullptr);
+  EXPECT_EQ(made, nullptr);
+  // Nothing was unloaded or destroyed: the module's kernel and the runtime still work.
+  step_and_check(4);
+  CGRT_ASSERT_OK(cgrt_workspace_verify(rt));
+  CGRT_ASSERT_OK(cgrt_counters_verify(rt));
 }
 
 }  // namespace
