@@ -87,8 +87,8 @@ cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *o
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_function: %p is not a live module", (void *)m);
   cgrt_status st = cgrt__runtime_enter(m->rt, "cgrt_module_function");
   if (st != CGRT_SUCCESS) return st;
-  if (name == NULL || out == NULL)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out");
+  if (name == NULL || out == NULL || name[0] == '\0')
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out, or an empty name");
   CUresult r = m->rt->drv->cuModuleGetFunction(out, m->mod, name);
   if (r == CUDA_ERROR_NOT_FOUND)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: no kernel '%s' in the module%s", name,

@@ -39,7 +39,7 @@ cgrt_status cgrt_module_unload(cgrt_module *module);
 
 /* Looks up an extern "C" kernel by name. The handle lives as long as the module.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (not a live module);
- * CGRT_ERROR_INVALID_ARGUMENT (NULL name or out; no such
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL name or out, an empty name; no such
  * kernel, or on the emulation no reference registered under that name: the message says
  * which); CGRT_ERROR_DRIVER. Thread-safe. May be called during capture. */
 cgrt_status cgrt_module_function(cgrt_module *module, const char *name, CUfunction *out);

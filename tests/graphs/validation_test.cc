@@ -744,4 +744,14 @@ TEST_F(GraphsValidation, WhatMustNotRunDuringCaptureIsRefusedOnTheCapturingThrea
   CGRT_ASSERT_OK(cgrt_counters_verify(rt));
 }
 
+// ---- adversarial L10: an empty kernel name is a bad argument, not a driver failure ------
+
+TEST_F(GraphsValidation, ModuleFunctionRefusesAnEmptyName) {
+  start();
+  CUfunction f = reinterpret_cast<CUfunction>(0x1);
+  expect_invalid(cgrt_module_function(mod, "", &f), "an empty name");
+  expect_invalid(cgrt_module_function(mod, "no_such_kernel", &f), "no kernel 'no_such_kernel'");
+  CGRT_ASSERT_OK(cgrt_module_function(mod, "gt_scale", &f));
+}
+
 }  // namespace
