@@ -626,6 +626,35 @@ TEST_F(GraphsValidation, EveryGraphAndModuleEntryPointMakesTheContextCurrent) {
   step_and_check(4);
 }
 
+// ---- adversarial F10: a failed instantiate, upload or wait names its call ---------------
+
+TEST_F(GraphsValidation, FailedInstantiateUploadOrWaitNamesItsCall) {
+  start(1);
+  for (const char *symbol : {"cuGraphInstantiateWithFlags", "cuGraphUpload", "cuStreamSynchronize"}) {
+    SCOPED_TRACE(symbol);
+    cgrt_graphs_options o;
+    options(&o);
+    o.warmup_runs = 0;  // the wait for the upload is the capture's first cuStreamSynchronize
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+    cgrt_fault_plan plan = {};
+    plan.size = sizeof plan;
+    plan.symbol = symbol;
+    plan.fail_at = 1;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+    std::string msg = cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    // Before: "cuGraphInstantiateWithFlags/cuGraphUpload failed" for all three.
+    EXPECT_NE(msg.find(std::string(symbol) + " failed with CUDA_ERROR_UNKNOWN"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("/cu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("decode bucket 4 rows"), std::string::npos) << msg;
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // the failed bucket, again
+    step_and_check(4);
+    CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+    set = nullptr;
+  }
+}
+
 // ---- adversarial L6: threads capture while others synchronize the context --------------
 
 // The driver fails a context synchronization (cuCtxSynchronize) while any stream of the
