@@ -96,7 +96,13 @@ int gx_capture_abandon(cgrt_graphs *set) {
     if (g != NULL && set->open_capture == GX_OPEN_OWNED) drv->cuGraphDestroy(g);
     r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
   }
-  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) set->open_capture = GX_OPEN_NONE;
+  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+    set->open_capture = GX_OPEN_NONE;
+    if (set->open_parent != NULL) { /* nothing records into it any more */
+      CGRT__CU_WARN(drv, cuGraphDestroy, (set->open_parent), "a WHILE draft graph whose capture was left open");
+      set->open_parent = NULL;
+    }
+  }
   return set->open_capture == GX_OPEN_NONE;
 }
 

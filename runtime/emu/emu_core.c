@@ -291,6 +291,13 @@ CUresult cgrt__emu_cuCtxSynchronize(void) {
   return r; /* everything already ran: streams execute synchronously */
 }
 
+size_t cgrt__emu_graphs_freed_under_capture(void) {
+  cgrt__emu_lock();
+  size_t n = cgrt__emu_counts.freed_under_capture;
+  cgrt__emu_unlock();
+  return n;
+}
+
 size_t cgrt__emu_live_objects(void) {
   cgrt__emu_lock();
   emu_counts c = cgrt__emu_counts;

@@ -37,6 +37,7 @@ void cgrt__emu_reg_del(const void *p);
 
 typedef struct emu_counts {
   size_t allocs, streams, events, graphs, execs, modules;
+  size_t freed_under_capture; /* graphs freed while a capture still records into them */
 } emu_counts;
 extern emu_counts cgrt__emu_counts; /* guarded by the lock */
 

@@ -46,6 +46,7 @@ void cgrt__emu_capture_graph_freed(const struct CUgraph_st *g) {
     if (c->graph != g) continue;
     c->graph = NULL;
     c->invalidated = 1;
+    cgrt__emu_counts.freed_under_capture++;
     for (struct CUstream_st *s = g_streams; s != NULL; s = s->next)
       if (s->cap == c) s->ndeps = 0; /* its nodes are gone */
   }

@@ -22,6 +22,7 @@
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
+#include "runtime/emu/emu.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
 #include "tests/common/validation_util.h"
@@ -653,6 +654,59 @@ TEST_F(GraphsValidation, FailedInstantiateUploadOrWaitNamesItsCall) {
     CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
     set = nullptr;
   }
+}
+
+// ---- adversarial F13: no graph is destroyed while a capture records into it ------------
+
+// With WHILE draft loops, cuStreamEndCapture failing for good at the end of a loop body's
+// capture (a capture into the body of the loop's conditional node) left the stream
+// recording into that body while cgrt destroyed the loop's graph, body included: the next
+// work on the stream appended nodes to freed memory (ASan: heap-use-after-free in the
+// emulation; SIGSEGV on the H200, fault/sticky/cuStreamEndCapture#9..11). Each end of a
+// capture fails for good in turn; the graph must outlive the capture, and the set
+// recovers (capture again) or is destroyed once the fault is gone.
+TEST_F(GraphsValidation, PersistentEndCaptureFailureNeverFreesAGraphUnderCapture) {
+  const size_t freed0 = cgrt__emu_graphs_freed_under_capture();
+  start(1);
+  cgrt_graphs_options o;
+  options(&o, 1);
+  o.draft_steps = 2;
+  o.draft_while = 1;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuStreamEndCapture";
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));  // counts only
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  unsigned long ends = cgrt_fault_calls();
+  cgrt_graphs_stats st = {};
+  st.size = sizeof st;
+  CGRT_ASSERT_OK(cgrt_graphs_get_stats(set, &st));
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  if (!st.draft_while_available) GTEST_SKIP() << "no conditional graph nodes on this driver: no WHILE body capture";
+  ASSERT_EQ(ends, 9u);  // 3 decode buckets, 3 unrolled draft loops, 3 WHILE loop bodies
+  for (unsigned long k = 1; k <= ends; k++) {
+    SCOPED_TRACE("end " + std::to_string(k));
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+    plan.fail_at = k;
+    plan.sticky = 1;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+    EXPECT_NE(std::string(cgrt_last_error()).find("cuStreamEndCapture failed"), std::string::npos)
+        << cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    if (k % 2) {
+      CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // ends the capture left open, captures the rest
+      CGRT_ASSERT_OK(cgrt_graphs_draft(set, 2, nullptr, 0));
+      step_and_check(4);
+    }
+    CGRT_ASSERT_OK(cgrt_graphs_destroy(set));  // or ends it here
+    set = nullptr;
+    EXPECT_EQ(cgrt__emu_graphs_freed_under_capture(), freed0);
+  }
+  make_set();
+  step_and_check(4);
 }
 
 // ---- adversarial L6: threads capture while others synchronize the context --------------
