@@ -656,6 +656,45 @@ TEST_F(GraphsValidation, FailedInstantiateUploadOrWaitNamesItsCall) {
   }
 }
 
+// ---- adversarial F12: capture sizes near the bound round up without overflow -----------
+
+// A capture size of INT_MAX was rounded up to a multiple of block_len in int (UBSan:
+// signed overflow in graphs/buckets.c). Sizes are bounded before any rounding; the
+// largest valid one rounds (and clamps) exactly. Run with --config=ubsan as well.
+TEST_F(GraphsValidation, CaptureSizesNearTheBoundRoundWithoutOverflow) {
+  start();
+  cgrt_graphs_options o;
+  for (int bad : {INT_MAX, INT_MAX - 1, CGRT_GRAPHS_MAX_ROWS + 1}) {
+    int one[1] = {bad};
+    options(&o);
+    o.block_len = 2;
+    o.capture_sizes = one;
+    o.num_capture_sizes = 1;
+    expect_invalid(cgrt_graphs_create(rt, &o, &set), "capture_sizes[0] = " + std::to_string(bad));
+    EXPECT_EQ(set, nullptr);
+  }
+  int edge[2] = {CGRT_GRAPHS_MAX_ROWS, 3};
+  options(&o);
+  o.block_len = 2;
+  o.capture_sizes = edge;
+  o.num_capture_sizes = 2;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  // Decode: rows 4 (clamped to the largest batch) and 3; block mode (2 rows a request):
+  // 8 (clamped) and 4 (3 rounded up).
+  std::vector<std::pair<int, int>> got;
+  for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
+    cgrt_bucket_info bi = {};
+    bi.size = sizeof bi;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, i, &bi));
+    got.emplace_back((int)bi.mode, bi.rows);
+  }
+  std::vector<std::pair<int, int>> want = {
+      {CGRT_GRAPH_DECODE, 4}, {CGRT_GRAPH_DECODE, 3}, {CGRT_GRAPH_BLOCK, 8}, {CGRT_GRAPH_BLOCK, 4}};
+  EXPECT_EQ(got, want);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 1), 4);
+}
+
 // ---- adversarial F13: no graph is destroyed while a capture records into it ------------
 
 // With WHILE draft loops, cuStreamEndCapture failing for good at the end of a loop body's
