@@ -96,7 +96,13 @@ int gx_capture_abandon(cgrt_graphs *set) {
     if (g != NULL && set->open_capture == GX_OPEN_OWNED) drv->cuGraphDestroy(g);
     r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
   }
-  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) set->open_capture = GX_OPEN_NONE;
+  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
+    set->open_capture = GX_OPEN_NONE;
+    if (set->open_parent != NULL) { /* nothing records into it any more */
+      CGRT__CU_WARN(drv, cuGraphDestroy, (set->open_parent), "a WHILE draft graph whose capture was left open");
+      set->open_parent = NULL;
+    }
+  }
   return set->open_capture == GX_OPEN_NONE;
 }
 
@@ -197,20 +203,18 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
     cgrt__error_prefix("indexing %s bucket %d rows", gx_mode_name(e), e->rows);
     return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
   }
+  /* Instantiated, uploaded and complete before the first replay; a failure names its call. */
   CUgraphExec x = NULL;
-  CUresult r = drv->cuGraphInstantiateWithFlags(&x, g, 0);
-  if (r == CUDA_SUCCESS) {
-    r = drv->cuGraphUpload(x, set->cap_stream);
-    if (r == CUDA_SUCCESS) r = drv->cuStreamSynchronize(set->cap_stream);
-    if (r != CUDA_SUCCESS) {
-      drv->cuGraphExecDestroy(x);
-      x = NULL;
-    }
+  st = CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, g, 0), CGRT_ERROR_CAPTURE_FAILED, "instantiating a bucket");
+  if (st == CGRT_SUCCESS) {
+    st = CGRT__CU(drv, cuGraphUpload, (x, set->cap_stream), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
+    if (st == CGRT_SUCCESS)
+      st = CGRT__CU(drv, cuStreamSynchronize, (set->cap_stream), CGRT_ERROR_CAPTURE_FAILED,
+                    "waiting for the upload of a bucket");
+    if (st != CGRT_SUCCESS) CGRT__CU_WARN(drv, cuGraphExecDestroy, (x), "instantiating a bucket");
   }
-  if (r != CUDA_SUCCESS) {
+  if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e); /* destroys g */
-    cgrt__fail_cu(CGRT_ERROR_CAPTURE_FAILED, r, "cuGraphInstantiateWithFlags/cuGraphUpload",
-                  "instantiating a bucket");
     cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }

@@ -144,6 +144,8 @@ struct cgrt_graphs {
   pthread_mutex_t mu;
   CUstream cap_stream, own_stream, stream;
   int open_capture; /* GX_OPEN_*: see gx_capture_end */
+  CUgraph open_parent; /* a WHILE draft graph whose body the open capture still records
+                          into: destroyed once that capture has ended (gx_capture_abandon) */
 
   size_t nbuf;
   cgrt_buffer_desc *bufs; /* names owned */
@@ -219,8 +221,11 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
  * (open_capture) and gx_capture_abandon ends it at the next chance. */
 CUresult gx_capture_end(cgrt_graphs *set, CUstream s, int to_graph, CUgraph *out);
 /* Ends a capture of the capture stream left open by a failed gx_capture_end (before
- * each capture, and at destroy). 1 when none is open any more. Must run on the thread
- * that captured (thread-local capture mode). */
+ * each capture, and at destroy). 1 when none is open any more; then the graph the capture
+ * recorded into (open_parent) is destroyed too. While the capture stays open that graph
+ * is kept (destroying it under the capture is undefined on the driver): at destroy it is
+ * left behind, with the stream, and a warning says so. Must run on the thread that
+ * captured (thread-local capture mode). */
 int gx_capture_abandon(cgrt_graphs *set);
 /* Makes the set's runtime context current for a public entry point, after checking the
  * handle (CGRT_ERROR_INVALID_HANDLE naming `api`). graphs.c. */

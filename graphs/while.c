@@ -146,7 +146,12 @@ cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *
     return CGRT_SUCCESS;
   }
 fail:
-  drv->cuGraphDestroy(g);
+  /* A body capture that could not be ended still records into g's body: g goes once it
+   * has ended (gx_capture_abandon), never under it. */
+  if (set->open_capture == GX_OPEN_TO_GRAPH)
+    set->open_parent = g;
+  else
+    drv->cuGraphDestroy(g);
   return st;
 }
 

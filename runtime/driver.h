@@ -204,7 +204,9 @@ const cgrt__driver *cgrt__driver_cuda(const char *library, char *msg, size_t msg
 /* The CPU emulation (runtime/emu/). Always available. */
 const cgrt__driver *cgrt__driver_emulated(void);
 
-/* The fault-injection wrapper around `base` (runtime/driver_fault.c). */
+/* The fault-injection wrapper around `base` (runtime/driver_fault.c): the same table for
+ * the same base every time, never changed once made (thread-safe with calls through
+ * wrappers of other bases). NULL when four other bases are wrapped already. */
 const cgrt__driver *cgrt__driver_fault(const cgrt__driver *base);
 
 /* Name of a CUresult that never fails ("CUDA_ERROR_OUT_OF_MEMORY"); also for codes the

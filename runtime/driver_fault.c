@@ -9,9 +9,14 @@
 #include "runtime/error.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static const cgrt__driver *g_base;
-static cgrt__driver g_table;
-static int g_table_ready;
+
+/* One wrapper table per wrapped base (the emulation, the real driver, a test's fake
+ * library), each filled once and never changed: runtimes over different bases may be
+ * created, used and destroyed concurrently. Slot k's wrappers reach its base through
+ * g_base[k], written once (under g_mu, release) before the table is handed out. */
+#define FAULT_SLOTS 4
+static const cgrt__driver *g_base[FAULT_SLOTS];
+static cgrt__driver g_table[FAULT_SLOTS];
 
 static char g_symbol[64];
 static int g_has_symbol;
@@ -82,29 +87,55 @@ static CUresult fault_check(const char *symbol) {
   return r;
 }
 
-#define CGRT__FAULT_WRAPPER(sym, ver, req, params, args)     \
-  static CUresult CUDAAPI fault_##sym params {               \
-    CUresult r_ = fault_check(#sym);                         \
-    if (r_ != CUDA_SUCCESS) return r_;                       \
-    if (g_base->sym == NULL) return CUDA_ERROR_NOT_SUPPORTED; \
-    return g_base->sym args;                                 \
+/* The wrappers of slot k: fault<k>_<symbol>. `name` is stringified where the list names
+ * the entry: one macro level further, sym is expanded (cuda.h maps some names to _v2). */
+#define CGRT__FAULT_WRAP(k, sym, name, params, args)                                \
+  static CUresult CUDAAPI fault##k##_##sym params {                                 \
+    CUresult r_ = fault_check(name);                                                \
+    if (r_ != CUDA_SUCCESS) return r_;                                              \
+    const cgrt__driver *b_ = __atomic_load_n(&g_base[k], __ATOMIC_ACQUIRE);         \
+    if (b_->sym == NULL) return CUDA_ERROR_NOT_SUPPORTED;                           \
+    return b_->sym args;                                                            \
   }
-CGRT_DRIVER_API(CGRT__FAULT_WRAPPER)
-#undef CGRT__FAULT_WRAPPER
+#define CGRT__FAULT_WRAP0(sym, ver, req, params, args) CGRT__FAULT_WRAP(0, sym, #sym, params, args)
+#define CGRT__FAULT_WRAP1(sym, ver, req, params, args) CGRT__FAULT_WRAP(1, sym, #sym, params, args)
+#define CGRT__FAULT_WRAP2(sym, ver, req, params, args) CGRT__FAULT_WRAP(2, sym, #sym, params, args)
+#define CGRT__FAULT_WRAP3(sym, ver, req, params, args) CGRT__FAULT_WRAP(3, sym, #sym, params, args)
+CGRT_DRIVER_API(CGRT__FAULT_WRAP0)
+CGRT_DRIVER_API(CGRT__FAULT_WRAP1)
+CGRT_DRIVER_API(CGRT__FAULT_WRAP2)
+CGRT_DRIVER_API(CGRT__FAULT_WRAP3)
+
+/* Points table t at the wrappers of slot k. */
+static void fill(cgrt__driver *t, int k) {
+  switch (k) {
+#define CGRT__FAULT_FIELD(k, sym) t->sym = fault##k##_##sym;
+#define CGRT__FAULT_FIELD0(sym, ver, req, params, args) CGRT__FAULT_FIELD(0, sym)
+#define CGRT__FAULT_FIELD1(sym, ver, req, params, args) CGRT__FAULT_FIELD(1, sym)
+#define CGRT__FAULT_FIELD2(sym, ver, req, params, args) CGRT__FAULT_FIELD(2, sym)
+#define CGRT__FAULT_FIELD3(sym, ver, req, params, args) CGRT__FAULT_FIELD(3, sym)
+    case 0: CGRT_DRIVER_API(CGRT__FAULT_FIELD0) break;
+    case 1: CGRT_DRIVER_API(CGRT__FAULT_FIELD1) break;
+    case 2: CGRT_DRIVER_API(CGRT__FAULT_FIELD2) break;
+    default: CGRT_DRIVER_API(CGRT__FAULT_FIELD3) break;
+  }
+}
+_Static_assert(FAULT_SLOTS == 4, "one CGRT__FAULT_WRAP<k> and CGRT__FAULT_FIELD<k> per slot");
 
 const cgrt__driver *cgrt__driver_fault(const cgrt__driver *base) {
+  const cgrt__driver *out = NULL;
   pthread_mutex_lock(&g_mu);
-  /* One wrapper table per process; it follows the most recently wrapped base. Tests
-   * that mix real and emulated runtimes with fault injection at once are unsupported. */
-  g_base = base;
-  if (!g_table_ready) {
-#define CGRT__FAULT_FIELD(sym, ver, req, params, args) g_table.sym = fault_##sym;
-    CGRT_DRIVER_API(CGRT__FAULT_FIELD)
-#undef CGRT__FAULT_FIELD
-    g_table_ready = 1;
+  for (int k = 0; k < FAULT_SLOTS && out == NULL; k++) {
+    if (g_base[k] == base) {
+      out = &g_table[k];
+    } else if (g_base[k] == NULL) {
+      fill(&g_table[k], k);
+      g_table[k].name = base->is_emulated ? "fault(emulated)" : "fault(cuda)";
+      g_table[k].is_emulated = base->is_emulated;
+      __atomic_store_n(&g_base[k], base, __ATOMIC_RELEASE);
+      out = &g_table[k];
+    }
   }
-  g_table.name = base->is_emulated ? "fault(emulated)" : "fault(cuda)";
-  g_table.is_emulated = base->is_emulated;
   pthread_mutex_unlock(&g_mu);
-  return &g_table;
+  return out;
 }

@@ -8,6 +8,8 @@
 struct cgrt_event {
   cgrt_runtime *rt;
   CUevent ev;
+  int captured;      /* its last record was on a capturing stream (atomic: records and
+                        waits may come from several threads) */
   cgrt__child child; /* destroyed with the runtime if the host forgets */
 };
 
@@ -28,6 +30,24 @@ static cgrt_status enter(const cgrt_event *e, const char *api) {
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "%s: event %p is not live (NULL, destroyed or never created)", api,
                       (const void *)e);
   return cgrt__runtime_enter(e->rt, api);
+}
+
+/* enter(), then what a wait for the event (synchronize, query, elapsed time) needs before
+ * the driver sees it: the calling thread does not capture (a wait there is an unsafe
+ * call that invalidates its capture), and the event's last record was not a capture
+ * point, which has no completion to wait for (the driver answers that with
+ * CUDA_ERROR_CAPTURED_EVENT during the capture, and with CUDA_ERROR_INVALID_VALUE once
+ * the capture has ended). */
+static cgrt_status enter_to_wait(const cgrt_event *e, const char *api) {
+  cgrt_status st = enter(e, api);
+  if (st) return st;
+  if ((st = cgrt__refuse_in_capture(api))) return st;
+  if (__atomic_load_n(&e->captured, __ATOMIC_ACQUIRE))
+    return cgrt__fail(CGRT_ERROR_CAPTURING,
+                      "%s: event %p was last recorded inside a capture (a capture point has nothing to wait "
+                      "for or time); record it again outside capture",
+                      api, (const void *)e);
+  return CGRT_SUCCESS;
 }
 
 cgrt_status cgrt_event_create(cgrt_runtime *rt, cgrt_event **out) {
@@ -72,19 +92,26 @@ void cgrt_event_destroy(cgrt_event *e) {
 cgrt_status cgrt_event_record(cgrt_event *e, CUstream stream) {
   cgrt_status st = enter(e, "cgrt_event_record");
   if (st) return st;
-  CUresult r = e->rt->drv->cuEventRecord(e->ev, stream);
-  return r == CUDA_SUCCESS ? CGRT_SUCCESS : event_fail(r, "cuEventRecord", "cgrt_event_record");
+  /* Whether this record is a capture point: the stream's capture status now (a failed
+   * query leaves it to cuEventRecord to report the stream). */
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  const cgrt__driver *d = e->rt->drv;
+  int captured = d->cuStreamIsCapturing(stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult r = d->cuEventRecord(e->ev, stream);
+  if (r != CUDA_SUCCESS) return event_fail(r, "cuEventRecord", "cgrt_event_record");
+  __atomic_store_n(&e->captured, captured, __ATOMIC_RELEASE);
+  return CGRT_SUCCESS;
 }
 
 cgrt_status cgrt_event_synchronize(cgrt_event *e) {
-  cgrt_status st = enter(e, "cgrt_event_synchronize");
+  cgrt_status st = enter_to_wait(e, "cgrt_event_synchronize");
   if (st) return st;
   CUresult r = e->rt->drv->cuEventSynchronize(e->ev);
   return r == CUDA_SUCCESS ? CGRT_SUCCESS : event_fail(r, "cuEventSynchronize", "cgrt_event_synchronize");
 }
 
 cgrt_status cgrt_event_query(cgrt_event *e, int *done) {
-  cgrt_status st = enter(e, "cgrt_event_query");
+  cgrt_status st = enter_to_wait(e, "cgrt_event_query");
   if (st) return st;
   if (!done) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_event_query: done is NULL");
   CUresult r = e->rt->drv->cuEventQuery(e->ev);
@@ -96,8 +123,8 @@ cgrt_status cgrt_event_query(cgrt_event *e, int *done) {
 }
 
 cgrt_status cgrt_event_elapsed_ms(const cgrt_event *start, const cgrt_event *end, float *ms) {
-  cgrt_status st = enter(start, "cgrt_event_elapsed_ms");
-  if (!st) st = enter(end, "cgrt_event_elapsed_ms");
+  cgrt_status st = enter_to_wait(start, "cgrt_event_elapsed_ms");
+  if (!st) st = enter_to_wait(end, "cgrt_event_elapsed_ms");
   if (st) return st;
   if (!ms) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_event_elapsed_ms: ms is NULL");
   if (start->rt != end->rt)

@@ -9,9 +9,7 @@ static cgrt_status check(cgrt_runtime *rt, const char *api, int bad_args, int sy
   cgrt_status st = cgrt__runtime_enter(rt, api);
   if (st) return st;
   if (bad_args) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: NULL source or destination", api);
-  if (syncs && cgrt__thread_capturing())
-    return cgrt__fail(CGRT_ERROR_CAPTURING, "%s: called during graph capture on this thread (it synchronizes)", api);
-  return CGRT_SUCCESS;
+  return syncs ? cgrt__refuse_in_capture(api) : CGRT_SUCCESS;
 }
 
 /* cuMemcpyHtoD from pageable memory may return before the DMA reached device memory,

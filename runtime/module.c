@@ -38,7 +38,7 @@ static cgrt_status module_status(CUresult r) {
 
 cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **out) {
   if (out != NULL) *out = NULL;
-  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_module_load");
+  cgrt_status st = cgrt__runtime_enter_outside_capture(rt, "cgrt_module_load");
   if (st != CGRT_SUCCESS) return st;
   if (image == NULL || out == NULL)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_load: image or out is NULL");
@@ -65,12 +65,14 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
 
 cgrt_status cgrt_module_unload(cgrt_module *m) {
   if (m == NULL) return CGRT_SUCCESS;
+  cgrt_status st = cgrt__refuse_in_capture("cgrt_module_unload"); /* nothing unloaded */
+  if (st != CGRT_SUCCESS) return st;
   if (!cgrt__handle_remove(m, CGRT__HANDLE_MODULE))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_unload: %p is not a live module (unloaded twice?)",
                       (void *)m);
   /* A live module's runtime is live: runtime teardown unloads its modules first. */
   cgrt_runtime *rt = m->rt;
-  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_module_unload");
+  st = cgrt__runtime_enter(rt, "cgrt_module_unload");
   if (st == CGRT_SUCCESS) {
     CUresult r = rt->drv->cuModuleUnload(m->mod);
     if (r != CUDA_SUCCESS) st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuModuleUnload", "cgrt_module_unload");
@@ -85,8 +87,8 @@ cgrt_status cgrt_module_function(cgrt_module *m, const char *name, CUfunction *o
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_module_function: %p is not a live module", (void *)m);
   cgrt_status st = cgrt__runtime_enter(m->rt, "cgrt_module_function");
   if (st != CGRT_SUCCESS) return st;
-  if (name == NULL || out == NULL)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out");
+  if (name == NULL || out == NULL || name[0] == '\0')
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: NULL name or out, or an empty name");
   CUresult r = m->rt->drv->cuModuleGetFunction(out, m->mod, name);
   if (r == CUDA_ERROR_NOT_FOUND)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_module_function: no kernel '%s' in the module%s", name,

@@ -185,6 +185,8 @@ static cgrt_status run_probe(cgrt_runtime *rt) {
 cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtime **out) {
   if (!out) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_runtime_create: out is NULL");
   *out = NULL;
+  cgrt_status st = cgrt__refuse_in_capture("cgrt_runtime_create");
+  if (st) return st;
   cgrt_runtime_options o;
   cgrt_runtime_options_init(&o);
   if (options) {
@@ -202,7 +204,7 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
 
   const cgrt__driver *base = NULL;
   cgrt_driver_kind kind = CGRT_DRIVER_EMULATED;
-  cgrt_status st = select_driver(&o, &base, &kind);
+  st = select_driver(&o, &base, &kind);
   if (st) return st;
 
   cgrt_runtime *rt = cgrt__handle_alloc(sizeof *rt);
@@ -212,6 +214,12 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
     return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_runtime_create: pthread_mutex_init failed");
   }
   rt->drv = o.fault_injection ? cgrt__driver_fault(base) : base;
+  if (rt->drv == NULL) {
+    pthread_mutex_destroy(&rt->mu);
+    cgrt__handle_free(rt);
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                      "cgrt_runtime_create: fault injection wraps at most 4 distinct driver libraries per process");
+  }
   rt->kind = kind;
   rt->ordinal = o.device_ordinal;
   const cgrt__driver *d = rt->drv;
@@ -347,18 +355,22 @@ cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt) {
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE,
                       "cgrt_runtime_destroy: runtime %p is not live (destroyed twice or never created)",
                       (void *)rt);
+  /* Inside a capture (an enqueue callback) the set that captures would be freed under it. */
+  cgrt_status st = cgrt__refuse_in_capture("cgrt_runtime_destroy");
+  if (st) return st;
   if (cgrt__runtime_enter(rt, "cgrt_runtime_destroy") != CGRT_SUCCESS)
     cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
-  /* Children unlink themselves (cgrt__runtime_detach) in their destroy function. */
+  /* Each child leaves the list before its destroy runs (its own detach is then a no-op):
+   * a destroy that fails half-way cannot leave a freed child linked. */
   while (rt->children) {
     cgrt__child *c = rt->children;
+    cgrt__runtime_detach(rt, c);
     cgrt__log(CGRT_LOG_WARN, "cgrt_runtime_destroy: destroying a %s that is still alive", c->kind);
     c->destroy(c->obj);
-    if (rt->children == c) cgrt__runtime_detach(rt, c); /* a destroy that did not detach */
   }
   live_remove(rt);
   const cgrt__driver *d = rt->drv;
-  CGRT__CU_WARN(d, cuCtxSynchronize, (), "cgrt_runtime_destroy");
+  cgrt__warn_cu(cgrt__ctx_synchronize_raw(d), "cuCtxSynchronize", "cgrt_runtime_destroy");
   cgrt__workspace_release_all(rt);
   cgrt__device_memory_release_all(rt);
   while (rt->module_count > 0) CGRT__CU_WARN(d, cuModuleUnload, (rt->modules[--rt->module_count]), "cgrt_runtime_destroy");
@@ -396,10 +408,7 @@ cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info) {
 cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_runtime_synchronize");
   if (st) return st;
-  if (cgrt__thread_capturing())
-    return cgrt__fail(CGRT_ERROR_CAPTURING, "cgrt_runtime_synchronize: called during graph capture on this thread "
-                      "(it would synchronize a capturing stream)");
-  return CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_runtime_synchronize");
+  return cgrt__ctx_synchronize(rt, "cgrt_runtime_synchronize");
 }
 
 cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out) {
@@ -431,21 +440,3 @@ cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunctio
   pthread_mutex_unlock(&rt->mu);
   return st;
 }
-
-static _Thread_local int t_capturing; /* captures under way on this thread */
-
-void cgrt__runtime_capture_begin(cgrt_runtime *rt) {
-  pthread_mutex_lock(&rt->mu);
-  rt->capturing++;
-  pthread_mutex_unlock(&rt->mu);
-  t_capturing++;
-}
-
-void cgrt__runtime_capture_end(cgrt_runtime *rt) {
-  pthread_mutex_lock(&rt->mu);
-  if (rt->capturing > 0) rt->capturing--;
-  pthread_mutex_unlock(&rt->mu);
-  if (t_capturing > 0) t_capturing--;
-}
-
-int cgrt__thread_capturing(void) { return t_capturing > 0; }

@@ -45,7 +45,8 @@ typedef struct cgrt__alloc_range {
 } cgrt__alloc_range;
 
 /* An object made from a runtime (graph set, kernel plan). cgrt_runtime_destroy destroys
- * children still attached (newest first) and logs a warning for each. */
+ * children still attached (newest first, each unlinked before its destroy runs) and logs
+ * a warning for each. */
 typedef struct cgrt__child {
   void (*destroy)(void *obj);
   void *obj;
@@ -135,16 +136,37 @@ int cgrt__buffer_id_answered(CUresult r);
  * workspaces). */
 void cgrt__device_memory_release_all(cgrt_runtime *rt);
 
-/* Marks the start/end of a capture by this runtime: allocations and growth then fail
- * with CGRT_ERROR_CAPTURING. */
+/* ---- captures in progress (runtime/capture_gate.c) ----
+ * Mark the start/end of a stream capture by a graph set of this runtime, around
+ * cuStreamBeginCapture .. cuStreamEndCapture on the calling thread: allocations and
+ * growth on the runtime then fail with CGRT_ERROR_CAPTURING, the thread counts as
+ * capturing (cgrt__thread_capturing), and whole-context synchronizations wait for the
+ * end (begin waits for one that runs). Thread-safe; may nest on a thread. */
 void cgrt__runtime_capture_begin(cgrt_runtime *rt);
 void cgrt__runtime_capture_end(cgrt_runtime *rt);
-/* 1 while the calling thread is between cgrt__runtime_capture_begin and _end (of any
- * runtime): it captures, so what synchronizes is refused with CGRT_ERROR_CAPTURING. */
+/* 1 while the calling thread is inside a capture by any runtime's graph set (the host's
+ * enqueue callback under capture runs there). */
 int cgrt__thread_capturing(void);
+/* CGRT_ERROR_CAPTURING (message names api) when the calling thread captures, else
+ * CGRT_SUCCESS: for calls that must not run during capture. */
+cgrt_status cgrt__refuse_in_capture(const char *api);
+/* cgrt__runtime_enter, then cgrt__refuse_in_capture. */
+cgrt_status cgrt__runtime_enter_outside_capture(cgrt_runtime *rt, const char *api);
+/* cuCtxSynchronize that breaks no capture: CGRT_ERROR_CAPTURING on a thread that
+ * captures; otherwise waits until no capture is in progress in the process (the driver
+ * fails a context synchronization while any thread captures, and invalidates that
+ * capture), holds new captures back while it runs, and returns CGRT_ERROR_DRIVER
+ * naming api when the driver fails it. Must not be called with rt->mu held unless
+ * rt->capturing is 0 (a capture of this runtime needs rt->mu to end). */
+cgrt_status cgrt__ctx_synchronize(cgrt_runtime *rt, const char *api);
+/* The same wait around drv->cuCtxSynchronize, returning its CUresult (teardown). The
+ * calling thread must not capture (it would wait for itself). */
+CUresult cgrt__ctx_synchronize_raw(const cgrt__driver *drv);
 
 /* Attaches/detaches a child object (the child struct is owned by the caller, typically
- * embedded in the object). Thread-safe. */
+ * embedded in the object). Detaching a child that is not linked (cgrt_runtime_destroy
+ * unlinks each child before calling its destroy) is a no-op. A child's destroy must
+ * detach it whatever else fails, before its storage is freed. Thread-safe. */
 void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *child);
 void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *child);
 

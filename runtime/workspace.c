@@ -287,7 +287,7 @@ cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, v
 cgrt_status cgrt_workspace_verify(cgrt_runtime *rt) {
   cgrt_status st = cgrt__runtime_enter(rt, "cgrt_workspace_verify");
   if (st) return st;
-  if ((st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_workspace_verify"))) return st;
+  if ((st = cgrt__ctx_synchronize(rt, "cgrt_workspace_verify"))) return st;
   unsigned char guard[GUARD_BYTES];
   pthread_mutex_lock(&rt->mu);
   for (cgrt__reservation *r = rt->reservations; r && !st; r = r->next) {
@@ -335,8 +335,9 @@ cgrt_status cgrt_counters_reserve(cgrt_runtime *rt, size_t bytes) {
     if (!st) {
       /* Zeroed once, here; kernels leave every counter at zero after each launch. */
       st = CGRT__CU(rt->drv, cuMemsetD32, (p, 0, bytes / 4), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
-      /* cuMemsetD32 is asynchronous; kernels on non-blocking streams must see zeros. */
-      if (!st) st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
+      /* cuMemsetD32 is asynchronous; kernels on non-blocking streams must see zeros. Its
+       * stream, not the context: a context synchronization breaks other threads' captures. */
+      if (!st) st = CGRT__CU(rt->drv, cuStreamSynchronize, (NULL), CGRT_ERROR_DRIVER, "zeroing the counter buffer");
       cgrt__alloc_range e = {p, bytes, 0, CGRT__RANGE_COUNTERS, 0, "counter buffer"};
       if (!st && cgrt__buffers_add(rt, &e) != 0)
         st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "counter buffer: out of host memory");
@@ -377,7 +378,7 @@ cgrt_status cgrt_counters_verify(cgrt_runtime *rt) {
   size_t n = rt->counter_bytes_allocated / 4;
   pthread_mutex_unlock(&rt->mu);
   if (!p) return CGRT_SUCCESS;
-  if ((st = CGRT__CU(rt->drv, cuCtxSynchronize, (), CGRT_ERROR_DRIVER, "cgrt_counters_verify"))) return st;
+  if ((st = cgrt__ctx_synchronize(rt, "cgrt_counters_verify"))) return st;
   uint32_t *h = malloc(n * 4);
   if (!h) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_counters_verify: out of host memory");
   st = CGRT__CU(rt->drv, cuMemcpyDtoH, (h, p, n * 4), CGRT_ERROR_DRIVER, "cgrt_counters_verify");

@@ -38,7 +38,9 @@ void cgrt_event_destroy(cgrt_event *e);
  * records no timestamp but marks the capture point, which a cuStreamWaitEvent on another
  * stream uses to fork or join that stream into the capture (as the driver does); such an
  * event can then be neither waited for nor timed until it is recorded again outside
- * capture. Recording again moves the event to the new point.
+ * capture (cgrt remembers whether the last record was a capture point, from the
+ * stream's capture status, and refuses those calls with CGRT_ERROR_CAPTURING before the
+ * driver sees them). Recording again moves the event to the new point.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (e not live); CGRT_ERROR_DRIVER (e.g.
  * a stream of another context). Thread-safe. */
 cgrt_status cgrt_event_record(cgrt_event *e, CUstream stream);
@@ -46,7 +48,8 @@ cgrt_status cgrt_event_record(cgrt_event *e, CUstream stream);
 /* Waits until the work before the event's last record has completed (cuEventSynchronize;
  * returns at once for an event never recorded).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_CAPTURING (the event was
- * last recorded inside a capture, or the calling thread captures a stream);
+ * last recorded inside a capture, or the calling thread captures a graph of a cgrt graph
+ * set, e.g. from an enqueue callback under capture: nothing is waited for);
  * CGRT_ERROR_DRIVER (includes an earlier asynchronous failure of that work).
  * Thread-safe. Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_event_synchronize(cgrt_event *e);
@@ -57,7 +60,8 @@ cgrt_status cgrt_event_synchronize(cgrt_event *e);
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (done
  * NULL); CGRT_ERROR_CAPTURING (as cgrt_event_synchronize); CGRT_ERROR_DRIVER.
  * Thread-safe. Must not be called while the calling thread captures a stream: the
- * driver counts a query as an unsafe call and invalidates that capture. */
+ * driver counts a query as an unsafe call and invalidates that capture (during a capture
+ * by a cgrt graph set cgrt refuses it first, and the capture goes on). */
 cgrt_status cgrt_event_query(cgrt_event *e, int *done);
 
 /* Milliseconds between the records of `start` and `end` (cuEventElapsedTime, resolution
@@ -65,7 +69,8 @@ cgrt_status cgrt_event_query(cgrt_event *e, int *done);
  * Both events must belong to the same runtime and have been recorded outside capture.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (either event not live);
  * CGRT_ERROR_INVALID_ARGUMENT (ms NULL, events of two runtimes, an event never recorded);
- * CGRT_ERROR_CAPTURING (an event last recorded inside a capture); CGRT_ERROR_DRIVER.
+ * CGRT_ERROR_CAPTURING (an event last recorded inside a capture, or the calling thread
+ * captures, as cgrt_event_synchronize); CGRT_ERROR_DRIVER.
  * Thread-safe. Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_event_elapsed_ms(const cgrt_event *start, const cgrt_event *end, float *ms);
 

@@ -301,7 +301,9 @@ cgrt_status cgrt_graphs_destroy(cgrt_graphs *set);
  * then returns CGRT_ERROR_CAPTURE_FAILED with the first failure's message.
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURE_FAILED,
  * CGRT_ERROR_OUT_OF_MEMORY, CGRT_ERROR_DRIVER (warm-up failed).
- * Not thread-safe with steps on the same set (takes the set's lock). */
+ * Not thread-safe with steps on the same set (takes the set's lock). Sets may be captured
+ * on several threads at once; a context synchronization meanwhile (cgrt_runtime_synchronize
+ * on any thread) waits for the captures to end instead of breaking them. */
 cgrt_status cgrt_graphs_capture(cgrt_graphs *set);
 
 /* Re-captures and re-instantiates the bucket of `mode` that holds `rows` (for hosts whose

@@ -144,8 +144,10 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *optio
                                  cgrt_mla_plan **out);
 
 /* Destroys a plan (the workspace reservation stays with the runtime). NULL is a no-op.
- * Not thread-safe with a cgrt_mla_decode on the same plan. May be called during capture
- * (it makes no driver call). */
+ * The plan is destroyed whatever the driver answers (making the context current may
+ * fail: that is logged at CGRT_LOG_WARN). Not thread-safe with a cgrt_mla_decode on the
+ * same plan. May be called during capture (it enqueues nothing and frees no device
+ * memory). */
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan);
 
 /* Fills the fields of *info that info->size covers (the struct grows at its end; a size

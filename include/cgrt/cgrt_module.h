@@ -23,19 +23,23 @@ typedef struct cgrt_module cgrt_module;
  * CGRT_ERROR_INVALID_HANDLE everywhere.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (NULL
  * image or out); CGRT_ERROR_UNSUPPORTED_DEVICE (the image has no code for this device:
- * CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_IMAGE, ...); CGRT_ERROR_OUT_OF_MEMORY;
- * CGRT_ERROR_DRIVER. Thread-safe. Must not be called during capture. */
+ * CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_IMAGE, ...); CGRT_ERROR_CAPTURING
+ * (called while the calling thread captures a graph, e.g. from an enqueue callback under
+ * capture; nothing is loaded); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER. Thread-safe.
+ * Must not be called during capture. */
 cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **out);
 
 /* Unloads a module; functions taken from it become invalid. NULL is a no-op.
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE (not a live module: unloaded twice
- * or never loaded; nothing is read), CGRT_ERROR_DRIVER (the module is released anyway).
+ * or never loaded; nothing is read), CGRT_ERROR_CAPTURING (the calling thread captures a
+ * graph: nothing is unloaded, the handle stays live), CGRT_ERROR_DRIVER (the module is
+ * released anyway).
  * Not thread-safe with launches of its functions. Must not be called during capture. */
 cgrt_status cgrt_module_unload(cgrt_module *module);
 
 /* Looks up an extern "C" kernel by name. The handle lives as long as the module.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (not a live module);
- * CGRT_ERROR_INVALID_ARGUMENT (NULL name or out; no such
+ * CGRT_ERROR_INVALID_ARGUMENT (NULL name or out, an empty name; no such
  * kernel, or on the emulation no reference registered under that name: the message says
  * which); CGRT_ERROR_DRIVER. Thread-safe. May be called during capture. */
 cgrt_status cgrt_module_function(cgrt_module *module, const char *name, CUfunction *out);

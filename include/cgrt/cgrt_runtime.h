@@ -49,7 +49,10 @@ typedef struct cgrt_runtime_options {
   /* Path handed to dlopen for the real driver; NULL means "libcuda.so.1". */
   const char *driver_library;
   /* Route every driver call through the fault-injection wrapper (cgrt_fault.h).
-   * For tests; costs one relaxed atomic per driver call. Default 0. */
+   * For tests; costs a lock and an atomic load per driver call. Default 0. Runtimes with
+   * it may be created and used from several threads at once, over the emulation and the
+   * real driver alike; at most 4 distinct driver libraries are wrapped per process
+   * (CGRT_ERROR_NOT_SUPPORTED beyond). */
   int fault_injection;
   /* Compute capability the emulated device reports, as major*10+minor; 0 means 90.
    * For tests of the unsupported-device path. Ignored by the real driver. */
@@ -82,9 +85,10 @@ typedef struct cgrt_runtime_info {
  * older than 12.4; the message carries the dlopen error); CGRT_ERROR_NO_DEVICE (cuInit
  * or device lookup failed, ordinal out of range; the message names the CUresult);
  * CGRT_ERROR_UNSUPPORTED_DEVICE (compute capability below 9.0, or the embedded fatbin
- * does not load); CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_DRIVER (a driver call failed;
- * with CGRT_DRIVER_AUTO also: an NVIDIA driver is installed but not usable, see
- * CGRT_DRIVER_AUTO).
+ * does not load); CGRT_ERROR_CAPTURING (the calling thread captures a graph of a cgrt
+ * graph set, e.g. from an enqueue callback under capture); CGRT_ERROR_OUT_OF_MEMORY;
+ * CGRT_ERROR_DRIVER (a driver call failed; with CGRT_DRIVER_AUTO also: an NVIDIA driver
+ * is installed but not usable, see CGRT_DRIVER_AUTO).
  * Thread-safe. Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtime **out);
 
@@ -92,9 +96,12 @@ cgrt_status cgrt_runtime_create(const cgrt_runtime_options *options, cgrt_runtim
  * NULL is a no-op. Graph sets and kernel plans made from the runtime must be destroyed
  * first; those still alive are destroyed here too, and a warning is logged.
  * Returns CGRT_ERROR_INVALID_HANDLE for a pointer that is not a live runtime (a second
- * destroy), CGRT_SUCCESS otherwise (driver failures during teardown are logged, not
- * returned: the runtime is gone either way). Not thread-safe with other calls on the
- * same runtime. Must not be called during capture. */
+ * destroy), CGRT_ERROR_CAPTURING when the calling thread captures a graph (e.g. from an
+ * enqueue callback: nothing is destroyed), CGRT_SUCCESS otherwise (driver failures
+ * during teardown are logged, not returned: the runtime is gone either way). Its
+ * context synchronization waits, like cgrt_runtime_synchronize, for captures other
+ * threads have in progress. Not thread-safe with other calls on the same runtime. Must
+ * not be called during capture. */
 cgrt_status cgrt_runtime_destroy(cgrt_runtime *rt);
 
 /* Reports the driver, device and memory. info->size must be set by the caller.
@@ -106,11 +113,16 @@ cgrt_status cgrt_runtime_get_info(cgrt_runtime *rt, cgrt_runtime_info *info);
 const char *cgrt_driver_kind_name(cgrt_driver_kind kind);
 
 /* Synchronizes the runtime's context (cuCtxSynchronize).
- * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURING (called by a
- * thread that captures for a graph set, e.g. from an enqueue callback under capture:
- * nothing is done), CGRT_ERROR_DRIVER (an earlier asynchronous failure, e.g. an illegal
- * address in a kernel; or the driver refused a call during another capture).
- * Thread-safe. Must not be called during capture. */
+ * The driver cannot synchronize a context while a stream in it captures: it fails the
+ * call and invalidates that capture, even one another thread runs in thread-local mode.
+ * So this waits until no cgrt graph set captures in the process (runtimes on one device
+ * share its context), and a capture that begins meanwhile waits for it: threads may
+ * synchronize while others capture their own graph sets. Captures the host makes
+ * itself, outside cgrt, are not waited for.
+ * Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURING (the calling
+ * thread captures a graph, e.g. from an enqueue callback under capture: nothing waited
+ * for, the capture unharmed), CGRT_ERROR_DRIVER (an earlier asynchronous failure, e.g.
+ * an illegal address in a kernel). Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt);
 
 #ifdef __cplusplus

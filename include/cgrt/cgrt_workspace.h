@@ -101,9 +101,10 @@ typedef void (*cgrt_workspace_visit_fn)(void *user, int lane, const char *name,
 cgrt_status cgrt_workspace_visit(cgrt_runtime *rt, cgrt_workspace_visit_fn fn, void *user);
 
 /* Checks the guard words after every buffer of every reservation (device-to-host
- * copies; synchronizes with the context first).
+ * copies; synchronizes with the context first, as cgrt_runtime_synchronize does).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_GUARD_CORRUPTED (message names the reservation,
- * the buffer and the first bad offset); CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_DRIVER.
+ * the buffer and the first bad offset); CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_CAPTURING
+ * (the calling thread captures a graph); CGRT_ERROR_DRIVER.
  * Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_workspace_verify(cgrt_runtime *rt);
 
@@ -133,10 +134,12 @@ cgrt_status cgrt_counters_reserve(cgrt_runtime *rt, size_t bytes);
  * Statuses: as cgrt_counters_reserve. Thread-safe. */
 cgrt_status cgrt_counters_get(cgrt_runtime *rt, CUdeviceptr *ptr, size_t *bytes);
 
-/* Checks that every counter is zero (synchronizes first).
+/* Checks that every counter is zero (synchronizes first, as cgrt_runtime_synchronize
+ * does; nothing to check and CGRT_SUCCESS while no counter buffer is allocated).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_COUNTERS_DIRTY (message gives how many counters
  * are non-zero, the first index and its value); CGRT_ERROR_INVALID_HANDLE;
- * CGRT_ERROR_DRIVER. Thread-safe. Must not be called during capture. */
+ * CGRT_ERROR_CAPTURING (the calling thread captures a graph); CGRT_ERROR_DRIVER.
+ * Thread-safe. Must not be called during capture. */
 cgrt_status cgrt_counters_verify(cgrt_runtime *rt);
 
 #ifdef __cplusplus

@@ -266,8 +266,14 @@ fail:
 
 void cgrt_mla_plan_destroy(cgrt_mla_plan *plan) {
   if (!plan || !cgrt__handle_remove(plan, CGRT__HANDLE_MLA_PLAN)) return;
-  if (cgrt__runtime_enter(plan->rt, "cgrt_mla_plan_destroy") == CGRT_SUCCESS)
-    cgrt__runtime_detach(plan->rt, &plan->child);
+  /* Like every entry point it makes the context current; a failure there is only
+   * logged: the plan owns no device memory (its workspace is the runtime's). A live
+   * plan's runtime is live (runtime teardown destroys its plans first), and the plan
+   * leaves the runtime's child list before its storage goes, whatever the driver does:
+   * a freed plan still linked would crash the runtime's next attach, detach or teardown. */
+  if (cgrt__runtime_enter(plan->rt, "cgrt_mla_plan_destroy") != CGRT_SUCCESS)
+    cgrt__log(CGRT_LOG_WARN, "%s", cgrt_last_error());
+  cgrt__runtime_detach(plan->rt, &plan->child);
   cgrt__handle_free(plan);
 }
 

@@ -17,6 +17,12 @@ extern "C" {
  * Tests compare it before and after to find leaks. Thread-safe. */
 size_t cgrt__emu_live_objects(void);
 
+/* Graphs destroyed while a stream capture still recorded into them (a conditional body
+ * a capture to graph fills, or its parent), since the process started. The emulation
+ * then invalidates the capture; on the real driver that is undefined (it crashes), so
+ * tests check that this stays put. Thread-safe. */
+size_t cgrt__emu_graphs_freed_under_capture(void);
+
 /* The device-side cudaGraphSetConditional(handle, value) for reference kernels: sets
  * the value of `handle` in the executable graph that the calling thread is running.
  * No effect outside a graph launch or for a handle the running graph does not own. */

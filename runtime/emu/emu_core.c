@@ -286,9 +286,16 @@ CUresult cgrt__emu_cuCtxSynchronize(void) {
   CUresult r = cgrt__emu_check_ctx();
   if (r != CUDA_SUCCESS) return r;
   cgrt__emu_lock();
-  r = cgrt__emu_unsafe_call();
+  r = cgrt__emu_ctx_sync_call();
   cgrt__emu_unlock();
   return r; /* everything already ran: streams execute synchronously */
+}
+
+size_t cgrt__emu_graphs_freed_under_capture(void) {
+  cgrt__emu_lock();
+  size_t n = cgrt__emu_counts.freed_under_capture;
+  cgrt__emu_unlock();
+  return n;
 }
 
 size_t cgrt__emu_live_objects(void) {

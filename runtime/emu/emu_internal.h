@@ -37,6 +37,7 @@ void cgrt__emu_reg_del(const void *p);
 
 typedef struct emu_counts {
   size_t allocs, streams, events, graphs, execs, modules;
+  size_t freed_under_capture; /* graphs freed while a capture still records into them */
 } emu_counts;
 extern emu_counts cgrt__emu_counts; /* guarded by the lock */
 
@@ -220,6 +221,11 @@ emu_capture *cgrt__emu_capture_by_id(uint64_t id);
  * dependencies when it already does (join). Invalidates c on failure. */
 CUresult cgrt__emu_capture_join(struct CUstream_st *s, emu_capture *c,
                                 struct CUgraphNode_st *const *d, size_t n);
+/* For a synchronization of the whole context (cuCtxSynchronize): it cannot wait for a
+ * stream that captures, whichever thread captures it and in whichever mode, so the driver
+ * fails it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates every capture in
+ * progress (thread-local ones of other threads too). */
+CUresult cgrt__emu_ctx_sync_call(void);
 /* Unsafe call check plus the legacy-stream rule, for synchronous memory operations. */
 CUresult cgrt__emu_sync_op(void);
 

@@ -46,6 +46,7 @@ void cgrt__emu_capture_graph_freed(const struct CUgraph_st *g) {
     if (c->graph != g) continue;
     c->graph = NULL;
     c->invalidated = 1;
+    cgrt__emu_counts.freed_under_capture++;
     for (struct CUstream_st *s = g_streams; s != NULL; s = s->next)
       if (s->cap == c) s->ndeps = 0; /* its nodes are gone */
   }
@@ -102,6 +103,15 @@ CUresult cgrt__emu_unsafe_call(void) {
       c->invalidated = 1;
       hit = 1;
     }
+  }
+  return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult cgrt__emu_ctx_sync_call(void) {
+  int hit = 0;
+  for (emu_capture *c = g_captures; c != NULL; c = c->next) {
+    c->invalidated = 1;
+    hit = 1;
   }
   return hit ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }

@@ -6,6 +6,9 @@
 // emulation in CI; CGRT_DRIVER=cuda on an H200).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
+#include "runtime/emu/emu.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
 #include "tests/common/validation_util.h"
@@ -621,6 +625,255 @@ TEST_F(GraphsValidation, EveryGraphAndModuleEntryPointMakesTheContextCurrent) {
   };
   for (const Entry &e : entries) EXPECT_TRUE(leaves_context_current(rt, e.call)) << e.name;
   step_and_check(4);
+}
+
+// ---- adversarial F10: a failed instantiate, upload or wait names its call ---------------
+
+TEST_F(GraphsValidation, FailedInstantiateUploadOrWaitNamesItsCall) {
+  start(1);
+  for (const char *symbol : {"cuGraphInstantiateWithFlags", "cuGraphUpload", "cuStreamSynchronize"}) {
+    SCOPED_TRACE(symbol);
+    cgrt_graphs_options o;
+    options(&o);
+    o.warmup_runs = 0;  // the wait for the upload is the capture's first cuStreamSynchronize
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+    cgrt_fault_plan plan = {};
+    plan.size = sizeof plan;
+    plan.symbol = symbol;
+    plan.fail_at = 1;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+    std::string msg = cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    // Before: "cuGraphInstantiateWithFlags/cuGraphUpload failed" for all three.
+    EXPECT_NE(msg.find(std::string(symbol) + " failed with CUDA_ERROR_UNKNOWN"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("/cu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("decode bucket 4 rows"), std::string::npos) << msg;
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // the failed bucket, again
+    step_and_check(4);
+    CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+    set = nullptr;
+  }
+}
+
+// ---- adversarial F12: capture sizes near the bound round up without overflow -----------
+
+// A capture size of INT_MAX was rounded up to a multiple of block_len in int (UBSan:
+// signed overflow in graphs/buckets.c). Sizes are bounded before any rounding; the
+// largest valid one rounds (and clamps) exactly. Run with --config=ubsan as well.
+TEST_F(GraphsValidation, CaptureSizesNearTheBoundRoundWithoutOverflow) {
+  start();
+  cgrt_graphs_options o;
+  for (int bad : {INT_MAX, INT_MAX - 1, CGRT_GRAPHS_MAX_ROWS + 1}) {
+    int one[1] = {bad};
+    options(&o);
+    o.block_len = 2;
+    o.capture_sizes = one;
+    o.num_capture_sizes = 1;
+    expect_invalid(cgrt_graphs_create(rt, &o, &set), "capture_sizes[0] = " + std::to_string(bad));
+    EXPECT_EQ(set, nullptr);
+  }
+  int edge[2] = {CGRT_GRAPHS_MAX_ROWS, 3};
+  options(&o);
+  o.block_len = 2;
+  o.capture_sizes = edge;
+  o.num_capture_sizes = 2;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  // Decode: rows 4 (clamped to the largest batch) and 3; block mode (2 rows a request):
+  // 8 (clamped) and 4 (3 rounded up).
+  std::vector<std::pair<int, int>> got;
+  for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
+    cgrt_bucket_info bi = {};
+    bi.size = sizeof bi;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, i, &bi));
+    got.emplace_back((int)bi.mode, bi.rows);
+  }
+  std::vector<std::pair<int, int>> want = {
+      {CGRT_GRAPH_DECODE, 4}, {CGRT_GRAPH_DECODE, 3}, {CGRT_GRAPH_BLOCK, 8}, {CGRT_GRAPH_BLOCK, 4}};
+  EXPECT_EQ(got, want);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  EXPECT_EQ(cgrt_graphs_bucket_rows(set, CGRT_GRAPH_BLOCK, 1), 4);
+}
+
+// ---- adversarial F13: no graph is destroyed while a capture records into it ------------
+
+// With WHILE draft loops, cuStreamEndCapture failing for good at the end of a loop body's
+// capture (a capture into the body of the loop's conditional node) left the stream
+// recording into that body while cgrt destroyed the loop's graph, body included: the next
+// work on the stream appended nodes to freed memory (ASan: heap-use-after-free in the
+// emulation; SIGSEGV on the H200, fault/sticky/cuStreamEndCapture#9..11). Each end of a
+// capture fails for good in turn; the graph must outlive the capture, and the set
+// recovers (capture again) or is destroyed once the fault is gone.
+TEST_F(GraphsValidation, PersistentEndCaptureFailureNeverFreesAGraphUnderCapture) {
+  const size_t freed0 = cgrt__emu_graphs_freed_under_capture();
+  start(1);
+  cgrt_graphs_options o;
+  options(&o, 1);
+  o.draft_steps = 2;
+  o.draft_while = 1;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+  cgrt_fault_plan plan = {};
+  plan.size = sizeof plan;
+  plan.symbol = "cuStreamEndCapture";
+  CGRT_ASSERT_OK(cgrt_fault_set(&plan));  // counts only
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  unsigned long ends = cgrt_fault_calls();
+  cgrt_graphs_stats st = {};
+  st.size = sizeof st;
+  CGRT_ASSERT_OK(cgrt_graphs_get_stats(set, &st));
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  if (!st.draft_while_available) GTEST_SKIP() << "no conditional graph nodes on this driver: no WHILE body capture";
+  ASSERT_EQ(ends, 9u);  // 3 decode buckets, 3 unrolled draft loops, 3 WHILE loop bodies
+  for (unsigned long k = 1; k <= ends; k++) {
+    SCOPED_TRACE("end " + std::to_string(k));
+    CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &set));
+    plan.fail_at = k;
+    plan.sticky = 1;
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_CAPTURE_FAILED, cgrt_graphs_capture(set));
+    EXPECT_NE(std::string(cgrt_last_error()).find("cuStreamEndCapture failed"), std::string::npos)
+        << cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    if (k % 2) {
+      CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // ends the capture left open, captures the rest
+      CGRT_ASSERT_OK(cgrt_graphs_draft(set, 2, nullptr, 0));
+      step_and_check(4);
+    }
+    CGRT_ASSERT_OK(cgrt_graphs_destroy(set));  // or ends it here
+    set = nullptr;
+    EXPECT_EQ(cgrt__emu_graphs_freed_under_capture(), freed0);
+  }
+  make_set();
+  step_and_check(4);
+}
+
+// ---- adversarial L6: threads capture while others synchronize the context --------------
+
+// The driver fails a context synchronization (cuCtxSynchronize) while any stream of the
+// context captures, and invalidates that capture, even a thread-local one of another
+// thread: one thread's cgrt_runtime_synchronize broke the capture of another thread's
+// graph set (the emulation now does as the driver; on the H200 the adversarial case of
+// eight threads each capturing and stepping a set crashed). cgrt waits for captures in
+// progress instead, and a capture that begins meanwhile waits for the synchronization.
+TEST_F(GraphsValidation, ContextSynchronizationWaitsForAnotherThreadsCapture) {
+  start();
+  make_set(0);
+  std::atomic<int> phase{0};  // 1: the capture is in its callback; 2: the callback returns
+  std::atomic<int> synced_in_phase{-1};
+  std::vector<cgrt_status> got(3, CGRT_ERROR_INTERNAL);
+  std::thread other([&] {
+    while (phase.load() < 1) std::this_thread::yield();
+    got[0] = cgrt_runtime_synchronize(rt);
+    synced_in_phase = phase.load();
+    got[1] = cgrt_workspace_verify(rt);
+    got[2] = cgrt_counters_verify(rt);
+  });
+  under_capture = [&] {
+    phase = 1;
+    // Time for the other thread to reach its synchronization (it must wait).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    phase = 2;
+  };
+  cgrt_status cap = cgrt_graphs_capture(set);
+  other.join();
+  CGRT_EXPECT_STATUS(CGRT_SUCCESS, cap);
+  for (cgrt_status g : got) CGRT_EXPECT_STATUS(CGRT_SUCCESS, g);
+  EXPECT_EQ(synced_in_phase.load(), 2) << "the synchronization ran during the capture";
+  step_and_check(4);
+}
+
+// Many threads, each capturing and stepping a set of its own on one runtime, while the
+// others synchronize the context between their steps (the adversarial case, smaller).
+TEST_F(GraphsValidation, ThreadsCaptureAndStepTheirOwnSetsWhileOthersSynchronize) {
+  start();
+  constexpr int kThreads = 6;
+  // Each thread's own in/out (reserved here: no reservation may grow during a capture).
+  std::vector<std::array<CUdeviceptr, 2>> mine(kThreads);
+  std::vector<float> in(64);
+  for (int t = 0; t < kThreads; t++) {
+    std::string name = "validation.thread" + std::to_string(t);
+    cgrt_tensor_desc td[2] = {{1, {64}, CGRT_DTYPE_F32}, {1, {64}, CGRT_DTYPE_F32}};
+    CGRT_ASSERT_OK(cgrt_workspace_request(rt, 0, name.c_str(), td, 2, mine[(size_t)t].data()));
+    for (int i = 0; i < 64; i++) in[(size_t)i] = (float)(i + 100 * t);
+    CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, mine[(size_t)t][0], in.data(), 256));
+  }
+  cgrt_graphs_options base;
+  options(&base);
+  std::vector<std::string> errs(kThreads);
+  std::vector<std::thread> th;
+  for (int t = 0; t < kThreads; t++)
+    th.emplace_back([&, t] {
+      auto fail = [&](const std::string &what) { errs[(size_t)t] = what + ": " + cgrt_last_error(); };
+      cgrt_graphs_options o = base;
+      cgrt_buffer_desc d[2] = {descs[IN], descs[OUT]};
+      d[0].ptr = mine[(size_t)t][0];
+      d[1].ptr = mine[(size_t)t][1];
+      o.buffers = d;
+      o.num_buffers = 2;
+      cgrt_graphs *s = nullptr;
+      if (cgrt_graphs_create(rt, &o, &s) != CGRT_SUCCESS) return fail("create");
+      std::vector<float> out(64);
+      for (int round = 0; round < 4 && errs[(size_t)t].empty(); round++) {
+        int n = 1 + (t + round) % 4;
+        if ((round == 0 ? cgrt_graphs_capture(s) : cgrt_graphs_recapture(s, CGRT_GRAPH_DECODE, n)) != CGRT_SUCCESS)
+          fail("capture, round " + std::to_string(round));
+        else if (cgrt_graphs_step(s, CGRT_GRAPH_DECODE, n, nullptr, 0) != CGRT_SUCCESS)
+          fail("step");
+        else if (cgrt_runtime_synchronize(rt) != CGRT_SUCCESS)
+          fail("synchronize");
+        else if (cgrt_memcpy_dtoh(rt, out.data(), mine[(size_t)t][1], 256) != CGRT_SUCCESS)
+          fail("read back");
+        for (int i = 0; i < n && errs[(size_t)t].empty(); i++)
+          if (out[(size_t)i] != 2.0f * (float)(i + 100 * t) + 1.0f)
+            errs[(size_t)t] = "row " + std::to_string(i) + " holds " + std::to_string(out[(size_t)i]);
+      }
+      if (cgrt_graphs_destroy(s) != CGRT_SUCCESS) fail("destroy");
+    });
+  for (std::thread &x : th) x.join();
+  for (int t = 0; t < kThreads; t++) EXPECT_EQ(errs[(size_t)t], "") << "thread " << t;
+  make_set();
+  step_and_check(4);
+}
+
+// ---- adversarial L8: what must not run during capture is refused on that thread -------
+
+TEST_F(GraphsValidation, WhatMustNotRunDuringCaptureIsRefusedOnTheCapturingThread) {
+  start();
+  make_set(0);
+  CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 1024));
+  std::vector<std::pair<std::string, cgrt_status>> got;
+  cgrt_module *loaded = nullptr;
+  cgrt_runtime *made = nullptr;
+  under_capture = [&] {
+    got.emplace_back("cgrt_module_load", cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &loaded));
+    got.emplace_back("cgrt_module_unload", cgrt_module_unload(mod));
+    got.emplace_back("cgrt_runtime_create", cgrt_runtime_create(nullptr, &made));
+    got.emplace_back("cgrt_runtime_destroy", cgrt_runtime_destroy(rt));
+    got.emplace_back("cgrt_workspace_verify", cgrt_workspace_verify(rt));
+    got.emplace_back("cgrt_counters_verify", cgrt_counters_verify(rt));
+  };
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // refused before the driver saw them: the capture went on
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto &g : got) {
+    EXPECT_EQ(g.second, CGRT_ERROR_CAPTURING) << g.first << ": " << cgrt_status_name(g.second);
+  }
+  EXPECT_EQ(loaded, nullptr);
+  EXPECT_EQ(made, nullptr);
+  // Nothing was unloaded or destroyed: the module's kernel and the runtime still work.
+  step_and_check(4);
+  CGRT_ASSERT_OK(cgrt_workspace_verify(rt));
+  CGRT_ASSERT_OK(cgrt_counters_verify(rt));
+}
+
+// ---- adversarial L10: an empty kernel name is a bad argument, not a driver failure ------
+
+TEST_F(GraphsValidation, ModuleFunctionRefusesAnEmptyName) {
+  start();
+  CUfunction f = reinterpret_cast<CUfunction>(0x1);
+  expect_invalid(cgrt_module_function(mod, "", &f), "an empty name");
+  expect_invalid(cgrt_module_function(mod, "no_such_kernel", &f), "no kernel 'no_such_kernel'");
+  CGRT_ASSERT_OK(cgrt_module_function(mod, "gt_scale", &f));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cgrt/cgrt_event.h"
 #include "cgrt/cgrt_fault.h"
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_mla.h"
@@ -32,6 +33,16 @@ namespace {
 using cgrt_test::count_of;
 using cgrt_test::leaves_context_current;
 using cgrt_test::request_1d;
+
+// Options of a small MLA plan (2 sequences of 256 tokens, 16 heads).
+cgrt_mla_options small_plan_options() {
+  cgrt_mla_options mo;
+  cgrt_mla_options_init(&mo);
+  mo.max_num_seqs = 2;
+  mo.heads = 16;
+  mo.max_model_len = 256;
+  return mo;
+}
 
 // ---- item 4: cgrt_counters_decode_bytes saturates --------------------------------------
 
@@ -290,11 +301,7 @@ TEST(Context, EveryRuntimeEntryPointMakesItCurrent) {
   CUdeviceptr buf = 0;
   CGRT_ASSERT_OK(request_1d(rt, 0, "validation.ctx", 256, CGRT_DTYPE_U8, &buf));
   CGRT_ASSERT_OK(cgrt_counters_reserve(rt, 1024));
-  cgrt_mla_options mo;
-  cgrt_mla_options_init(&mo);
-  mo.max_num_seqs = 2;
-  mo.heads = 16;
-  mo.max_model_len = 256;
+  cgrt_mla_options mo = small_plan_options();
   cgrt_mla_plan *plan = nullptr;
   CGRT_ASSERT_OK(cgrt_mla_plan_create(rt, &mo, &plan));
   unsigned char host[256] = {};
@@ -359,6 +366,118 @@ TEST(Context, EveryRuntimeEntryPointMakesItCurrent) {
       << "cgrt_workspace_lock";
   if (plan) cgrt_mla_plan_destroy(plan);
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- adversarial L7: children of a runtime when the driver fails at their destroy ------
+
+// A runtime with fault injection, an MLA plan, an event and a second plan that the
+// runtime's own teardown destroys.
+struct Children {
+  cgrt_runtime *rt = nullptr;
+  cgrt_mla_plan *plan = nullptr, *left = nullptr;
+  cgrt_event *ev = nullptr;
+  void make() {
+    rt = cgrt_test::make_runtime(1);
+    ASSERT_NE(rt, nullptr);
+    cgrt_mla_options mo = small_plan_options();
+    CGRT_ASSERT_OK(cgrt_event_create(rt, &ev));
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt, &mo, &plan));
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt, &mo, &left));
+  }
+};
+
+void fail_ctx_get_current(int sticky) {
+  cgrt_fault_plan f = {};
+  f.size = sizeof f;
+  f.symbol = "cuCtxGetCurrent";
+  f.fail_at = 1;
+  f.sticky = sticky;
+  ASSERT_EQ(cgrt_fault_set(&f), CGRT_SUCCESS);
+}
+
+// cgrt_mla_plan_destroy freed the plan but left it in its runtime's child list when
+// making the context current failed (cuCtxGetCurrent): the next attach, detach or the
+// runtime's teardown wrote into the freed plan (SIGSEGV on the H200 and the emulation,
+// fault/sticky/cuCtxGetCurrent#656 of the adversarial sweep).
+TEST(Children, DestroyedPlanLeavesItsRuntimeWhenTheDriverFails) {
+  for (int sticky : {0, 1}) {
+    SCOPED_TRACE(sticky ? "sticky" : "once");
+    Children c;
+    c.make();
+    if (HasFatalFailure()) return;
+    fail_ctx_get_current(sticky);
+    cgrt_mla_plan_destroy(c.plan);  // the context cannot be made current: destroyed anyway
+    EXPECT_EQ(cgrt_fault_injected(), 1u);
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    cgrt_mla_plan_info info = {};
+    info.size = sizeof info;
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(c.plan, &info));
+    // The runtime's child list is intact: a detach next to the freed plan, an attach,
+    // and the teardown of what is left (the other plan, the event).
+    cgrt_event_destroy(c.ev);
+    cgrt_event *again = nullptr;
+    CGRT_ASSERT_OK(cgrt_event_create(c.rt, &again));
+    CGRT_ASSERT_OK(cgrt_runtime_destroy(c.rt));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(c.left, &info));
+  }
+}
+
+// The same failure inside cgrt_runtime_destroy: every child's destroy meets a failing
+// cuCtxGetCurrent, and the runtime still goes with all its children.
+TEST(Children, RuntimeTeardownSurvivesChildrenWhoseDestroyFails) {
+  Children c;
+  c.make();
+  if (HasFatalFailure()) return;
+  fail_ctx_get_current(1);
+  size_t warned = cgrt_test::warnings_containing("cuCtxGetCurrent failed", [&] {
+    EXPECT_EQ(cgrt_runtime_destroy(c.rt), CGRT_SUCCESS);
+  });
+  EXPECT_GE(cgrt_fault_injected(), 2u);
+  CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+  EXPECT_GE(warned, 2u);  // the runtime's own enter and the plans' are logged
+  cgrt_mla_plan_info info = {};
+  info.size = sizeof info;
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_mla_plan_get_info(c.plan, &info));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_event_record(c.ev, nullptr));
+  cgrt_runtime *rt = cgrt_test::make_runtime();  // the process goes on
+  ASSERT_NE(rt, nullptr);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- adversarial F9: the fault-injection wrapper under threads -------------------------
+
+// Each creation of a fault-injected runtime rewrote the wrapper's base table while the
+// wrappers of other threads' runtimes read it (ThreadSanitizer: cgrt__driver_fault vs
+// fault_cuDevicePrimaryCtxRelease). Run with --config=tsan; here also: every runtime
+// works while the others are made and destroyed.
+TEST(FaultInjection, RuntimesAreMadeUsedAndDestroyedOnManyThreads) {
+  std::vector<std::thread> th;
+  std::vector<std::string> errs(8);
+  for (int t = 0; t < 8; t++)
+    th.emplace_back([&, t] {
+      for (int i = 0; i < 6; i++) {
+        cgrt_runtime_options o;
+        cgrt_runtime_options_init(&o);
+        o.fault_injection = (t + i) % 2;  // wrapped and plain runtimes side by side
+        cgrt_runtime *rt = nullptr;
+        CUdeviceptr p = 0;
+        unsigned char host[32] = {};
+        if (cgrt_runtime_create(&o, &rt) != CGRT_SUCCESS ||
+            request_1d(rt, t % CGRT_MAX_LANES, "validation.fault", 32, CGRT_DTYPE_U8, &p) != CGRT_SUCCESS ||
+            cgrt_memset_d8(rt, p, (unsigned char)(t + 1), 32) != CGRT_SUCCESS ||
+            cgrt_memcpy_dtoh(rt, host, p, 32) != CGRT_SUCCESS) {
+          errs[(size_t)t] = cgrt_last_error();
+          cgrt_runtime_destroy(rt);
+          return;
+        }
+        if (host[31] != (unsigned char)(t + 1)) errs[(size_t)t] = "memset did not reach the buffer";
+        if (t == 0) cgrt_fault_set(nullptr);  // resets the shared counters meanwhile
+        (void)cgrt_fault_calls();
+        if (cgrt_runtime_destroy(rt) != CGRT_SUCCESS) errs[(size_t)t] = cgrt_last_error();
+      }
+    });
+  for (std::thread &x : th) x.join();
+  for (int t = 0; t < 8; t++) EXPECT_EQ(errs[(size_t)t], "") << "thread " << t;
 }
 
 }  // namespace
