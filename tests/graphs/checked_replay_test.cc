@@ -1,4 +1,6 @@
 // Checked replay: stale pointers refused before launch, counters verified after it.
+#include <algorithm>
+
 #include "tests/graphs/graphs_fixture.h"
 
 namespace cgrt_graphs_test {
@@ -54,6 +56,33 @@ TEST_F(GraphsTest, CheckedReplayCatchesUndeclaredRange) {
   CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
   CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &r, 1));
   CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+}
+
+// Device memory cgrt does not manage (a library's own workspace: here memory taken from
+// the driver directly, neither registered nor declared) is checked by the buffer id the
+// driver gave it at capture: accepted while live, refused once freed (H200 run of
+// 2026-12-01: a cuBLAS split-K kernel's parameters hold such addresses).
+TEST_F(GraphsTest, CheckedReplayAcceptsLiveForeignDeviceMemoryAndRefusesItFreed) {
+  start();
+  CUdeviceptr h = eng.alloc((size_t)eng.max_rows * 4);
+  ASSERT_NE(h, 0u);
+  eng.ws_ptr = h;
+  cgrt_graphs_options o;
+  eng.options(&o, descs);
+  o.checked_replay = 1;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  init_cur();
+  auto bt = prepare(2, 4);
+  write_a(bt);
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+  ASSERT_EQ(eng.drv->cuMemFree(h), CUDA_SUCCESS);
+  eng.extra.erase(std::remove(eng.extra.begin(), eng.extra.end(), h), eng.extra.end());
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_BLOCK, 2, nullptr, 0));
+  std::string msg = cgrt_last_error();
+  EXPECT_NE(msg.find("device allocation cgrt does not manage"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its allocation was freed"), std::string::npos) << msg;
 }
 
 TEST_F(GraphsTest, CheckedReplayVerifiesCountersAfterLaunch) {
