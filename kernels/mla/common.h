@@ -34,8 +34,12 @@
 #define CGRT_MLA_MIN_TILES_ONE_ROW 2
 
 /* Rows of a block run together (cgrt_mla_plan_info.kv_shared) only when the block has at
- * least this many query rows (block_len x q_heads): the 64-row kernels take them. */
+ * least this many query rows (block_len x q_heads: the 64-row kernels take them) and the
+ * rows apart would read each KV tile at least CGRT_MLA_SHARE_MIN_READS times per request
+ * (block_len x head groups): a 64-row CTA costs about 1.8 reads of the 16-head kernel
+ * (H200: 149 us against 132 us for two reads at (32, 16, 8192), k 2; docs/mla_decode.md). */
 #define CGRT_MLA_SHARE_MIN_ROWS 17
+#define CGRT_MLA_SHARE_MIN_READS 3
 
 /* The KV length of row r of a step (every kernel, the schedule and the C references use
  * this one copy): the request's seq_len clamped to [0, cap]; causal rows (row kind
