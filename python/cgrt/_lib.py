@@ -98,7 +98,7 @@ class GraphsOptions(Structure):
                 ("buffers", POINTER(BufferDesc)), ("num_buffers", c_size_t), ("meta", GraphMeta),
                 ("replay_mode", c_int), ("checked_replay", c_int), ("fail_past_largest", c_int),
                 ("stream", CUstream), ("draft_steps", c_int), ("draft_rebuild", DRAFT_REBUILD_FN),
-                ("draft_while", c_int), ("device_patch", c_int)]
+                ("draft_while", c_int), ("device_patch", c_int), ("verify_len", c_int)]
 
 
 class Binding(Structure):
