@@ -158,6 +158,23 @@ TEST_F(MlaBlock, ManyRequestsDcpOneRequest) {
   }
 }
 
+// A KV cache past 2^31 elements (a GPU with > 4 GiB; skipped on the emulation): causal
+// blocks apart (16 heads, k 2) and together (k 4), both merges.
+TEST_F(MlaBlock, KvCachePast2To31Elements) {
+  if (emulated_) GTEST_SKIP() << "needs a > 4 GiB KV cache on a GPU (2^31 bf16 elements)";
+  for (int k : {2, 4})
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c;
+      c.reqs = 4;
+      c.block_len = k;
+      c.causal = 1;
+      c.lens = {4000, 1, 0, 2500};
+      c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
+      c.combine = cb;
+      run(c, "64-bit offsets, k " + std::to_string(k));
+    }
+}
+
 // The row kind is validated; causal with block_len 1 is the plain decode.
 TEST_F(MlaBlock, CausalOptionValidatedAndInertAtBlockLenOne) {
   cgrt_mla_options o;
