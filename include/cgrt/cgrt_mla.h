@@ -13,7 +13,9 @@
  *      batches (num_rows <= the split kernel's block size) the split kernel does this
  *      itself and the scheduling kernel is not launched;
  *   2. the split kernel, one CTA per (head group, range), persistent over its range's
- *      rows (cgrt_mla_plan_info names it; steps of one row may take a one-row kernel);
+ *      rows (cgrt_mla_plan_info names it; steps of one row may take a one-row kernel;
+ *      with block_len > 1 the plan may run a request's rows in the same CTAs, so that
+ *      each KV tile is read once per request: cgrt_mla_plan_info.kv_shared);
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
  *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
  *      counted in the runtime's counter buffer and resetting its counter to 0. AUTO (the
