@@ -8,7 +8,19 @@
 #include "graphs/graphs_internal.h"
 
 int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode) {
-  return mode == CGRT_GRAPH_BLOCK ? set->o.block_len : 1;
+  return mode == CGRT_GRAPH_BLOCK ? set->o.block_len : mode == CGRT_GRAPH_VERIFY ? set->o.verify_len : 1;
+}
+
+int gx_lut_of(cgrt_graph_mode mode) { return mode == CGRT_GRAPH_VERIFY ? 4 : (int)mode; }
+
+int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode) {
+  return mode == CGRT_GRAPH_DECODE ? set->o.enable_decode != 0
+         : mode == CGRT_GRAPH_BLOCK ? set->o.block_len >= 2
+         : mode == CGRT_GRAPH_VERIFY ? set->o.verify_len >= 2 : 0;
+}
+
+const char *gx_step_mode_name(cgrt_graph_mode mode) {
+  return mode == CGRT_GRAPH_BLOCK ? "block" : mode == CGRT_GRAPH_VERIFY ? "verify" : "decode";
 }
 
 static int cmp_desc(const void *a, const void *b) {
@@ -35,6 +47,7 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
     int s = 1;
     while (n < cap) {
       int r = (s + k - 1) / k * k;
+      if (r > max_rows) r = max_rows; /* a multiple of k: no bucket past every batch */
       out[n++] = r;
       if (r >= limit) break;
       s = s < 4 ? s * 2 : (s < 8 ? 8 : (s < 256 ? s + 8 : s + 16));
@@ -49,8 +62,8 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
 
 cgrt_status gx_buckets_build(cgrt_graphs *set) {
   enum { CAP = GX_MAX_CAPTURE_SIZES };
-  int sizes[4][CAP];
-  size_t counts[4] = {0, 0, 0, 0};
+  int sizes[5][CAP];
+  size_t counts[5] = {0, 0, 0, 0, 0};
   if (set->o.enable_decode) counts[0] = sizes_for(set, 1, sizes[0], CAP);
   if (set->o.block_len >= 2) counts[1] = sizes_for(set, set->o.block_len, sizes[1], CAP);
   if (set->o.draft_steps >= 2 && set->o.enable_decode && set->o.dcp_world_size <= 1) {
@@ -61,16 +74,17 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
       memcpy(sizes[3], sizes[0], counts[0] * sizeof(int));
     }
   }
-  size_t total = counts[0] + counts[1] + counts[2] + counts[3];
+  if (set->o.verify_len >= 2) counts[4] = sizes_for(set, set->o.verify_len, sizes[4], CAP);
+  size_t total = counts[0] + counts[1] + counts[2] + counts[3] + counts[4];
   set->execs = (gx_exec *)calloc(total ? total : 1, sizeof(gx_exec));
   if (set->execs == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: bucket table");
   size_t n = 0;
-  for (int m = 0; m < 4; m++) {
-    int k = m == 1 ? set->o.block_len : 1;
+  for (int m = 0; m < 5; m++) {
+    int k = m == 1 ? set->o.block_len : m == 4 ? set->o.verify_len : 1;
     for (size_t i = 0; i < counts[m]; i++) {
       gx_exec *e = &set->execs[n++];
-      e->mode = m == 1 ? CGRT_GRAPH_BLOCK : CGRT_GRAPH_DECODE;
-      e->draft = m >= 2;
+      e->mode = m == 1 ? CGRT_GRAPH_BLOCK : m == 4 ? CGRT_GRAPH_VERIFY : CGRT_GRAPH_DECODE;
+      e->draft = m == 2 || m == 3;
       e->is_while = m == 3;
       e->rows = sizes[m][i];
       e->reqs = sizes[m][i] / k;
@@ -78,7 +92,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
     }
   }
   set->nexec = n;
-  for (int m = 0; m < 4; m++) {
+  for (int m = 0; m < 5; m++) {
     set->lut[m] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
     if (set->lut[m] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
   }
@@ -88,7 +102,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
 
 /* lut[m][reqs] = 1 + index of the smallest captured bucket of m holding reqs requests. */
 void gx_lut_build(cgrt_graphs *set) {
-  for (int m = 0; m < 4; m++) {
+  for (int m = 0; m < 5; m++) {
     uint32_t *lut = set->lut[m];
     if (lut == NULL) continue;
     for (int r = 0; r <= set->o.max_num_seqs; r++) {
@@ -96,7 +110,7 @@ void gx_lut_build(cgrt_graphs *set) {
       int best_rows = 0;
       for (size_t i = 0; i < set->nexec; i++) {
         const gx_exec *e = &set->execs[i];
-        int em = e->is_while ? 3 : (e->draft ? 2 : (int)e->mode);
+        int em = e->is_while ? 3 : (e->draft ? 2 : gx_lut_of(e->mode));
         if (em != m || !e->captured || e->reqs < r) continue;
         if (best == 0 || e->rows < best_rows) {
           best = (uint32_t)i + 1;
@@ -109,11 +123,12 @@ void gx_lut_build(cgrt_graphs *set) {
 }
 
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
-  if (gx_enter(set, "cgrt_graphs_bucket_rows") != CGRT_SUCCESS || (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK))
+  if (gx_enter(set, "cgrt_graphs_bucket_rows") != CGRT_SUCCESS ||
+      (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY))
     return 0;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs) return 0;
   pthread_mutex_lock(&set->mu);
-  uint32_t i = set->lut[mode][num_reqs];
+  uint32_t i = set->lut[gx_lut_of(mode)][num_reqs];
   int rows = i ? set->execs[i - 1].rows : 0;
   pthread_mutex_unlock(&set->mu);
   return rows;

@@ -17,7 +17,7 @@ double gx_now(void) {
 const char *gx_mode_name(const gx_exec *e) {
   if (e->is_while) return "draft-while";
   if (e->draft) return "draft";
-  return e->mode == CGRT_GRAPH_BLOCK ? "block" : "decode";
+  return gx_step_mode_name(e->mode);
 }
 
 int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {

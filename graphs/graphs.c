@@ -59,8 +59,11 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
   if (o->block_len == 1 || o->block_len < 0 || (long)o->block_len * o->max_num_seqs > CGRT_GRAPHS_MAX_ROWS)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: block_len %d (0 = none, or >= 2)",
                       o->block_len);
-  if (!o->enable_decode && o->block_len < 2)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: neither mode is enabled");
+  if (o->verify_len == 1 || o->verify_len < 0 || (long)o->verify_len * o->max_num_seqs > CGRT_GRAPHS_MAX_ROWS)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: verify_len %d (0 = none, or >= 2)",
+                      o->verify_len);
+  if (!o->enable_decode && o->block_len < 2 && o->verify_len < 2)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: no mode is enabled");
   if (o->dcp_world_size < 1 || o->warmup_runs < 0)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: dcp_world_size %d, warmup_runs %d",
                       o->dcp_world_size, o->warmup_runs);
@@ -115,7 +118,8 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: draft loops need meta.enabled");
   if (o->meta.enabled) {
     const cgrt_graph_meta *m = &o->meta;
-    size_t rows = (size_t)o->max_num_seqs * (size_t)(o->block_len > 1 ? o->block_len : 1);
+    const int k = o->block_len > o->verify_len ? o->block_len : o->verify_len;
+    size_t rows = (size_t)o->max_num_seqs * (size_t)(k > 1 ? k : 1);
     size_t reqs = (size_t)o->max_num_seqs;
     if (m->block_size < 1 || m->max_blocks_per_seq < 1)
       return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: meta.block_size %d, max_blocks_per_seq %d",
@@ -290,7 +294,7 @@ static void graphs_free(cgrt_graphs *set) {
   free(set->move_log);
   free(set->rt_ranges);
   free(set->execs);
-  for (int m = 0; m < 4; m++) free(set->lut[m]);
+  for (int m = 0; m < 5; m++) free(set->lut[m]);
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
   cgrt__handle_free(set);
@@ -347,7 +351,7 @@ cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
 cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_recapture");
   if (st != CGRT_SUCCESS) return st;
-  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || rows < 1)
+  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY) || rows < 1)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_recapture: mode %d, rows %d (rows must be >= 1)",
                       (int)mode, rows);
   pthread_mutex_lock(&set->mu);

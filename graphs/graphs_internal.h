@@ -161,7 +161,8 @@ struct cgrt_graphs {
 
   gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */
   size_t nexec;
-  uint32_t *lut[4]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 2 = draft, 3 = WHILE */
+  uint32_t *lut[5]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 0 = decode, 1 = block,
+                       2 = draft, 3 = WHILE, 4 = verify (gx_lut_of) */
 
   CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
   CUfunction f_patch;       /* device_patch: the patch kernel (else NULL) */
@@ -215,6 +216,12 @@ cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc 
 cgrt_status gx_buckets_build(cgrt_graphs *set);
 void gx_lut_build(cgrt_graphs *set);
 int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
+/* The dispatch table (set->lut index) of a step mode. */
+int gx_lut_of(cgrt_graph_mode mode);
+/* 1 when the set captures buckets of this step mode. */
+int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode);
+/* "decode", "block", "verify" (step modes). */
+const char *gx_step_mode_name(cgrt_graph_mode mode);
 
 /* capture.c */
 cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);

@@ -264,33 +264,32 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
                              const cgrt_binding *bindings, size_t num_bindings) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_step");
   if (st != CGRT_SUCCESS) return st;
-  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK) || num_reqs < 1 ||
+  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY) || num_reqs < 1 ||
       num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_graphs_step: mode %d, num_reqs %d (max_num_seqs %d), %zu bindings",
                       (int)mode, num_reqs, set->o.max_num_seqs, num_bindings);
-  if ((mode == CGRT_GRAPH_DECODE && !set->o.enable_decode) ||
-      (mode == CGRT_GRAPH_BLOCK && set->o.block_len < 2))
+  if (!gx_mode_enabled(set, mode))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_step: mode %s is not enabled in this set",
-                      mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+                      gx_step_mode_name(mode));
   pthread_mutex_lock(&set->mu);
   int moved = 0;
   /* Every bucket of a mode holds one request: none for one request means none at all. */
-  if (set->lut[mode][1] == 0)
+  if (set->lut[gx_lut_of(mode)][1] == 0)
     st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                     "cgrt_graphs_step: mode %s is not captured (call cgrt_graphs_capture first; a mode whose every "
                     "bucket failed to capture has no graph either)",
-                    mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+                    gx_step_mode_name(mode));
   else
     st = apply_bindings(set, bindings, num_bindings, &moved);
   if (st == CGRT_SUCCESS) {
-    uint32_t idx = set->lut[mode][num_reqs];
+    uint32_t idx = set->lut[gx_lut_of(mode)][num_reqs];
     if (idx != 0) {
       int patched = 0;
       st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
     } else if (set->o.fail_past_largest) {
       st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_step: %d %s requests exceed every captured bucket",
-                      num_reqs, mode == CGRT_GRAPH_BLOCK ? "block" : "decode");
+                      num_reqs, gx_step_mode_name(mode));
     } else {
       st = run_eagerly(set, mode, num_reqs);
       if (st == CGRT_SUCCESS) set->st.eager_fallbacks++;

@@ -180,7 +180,11 @@ def mla_table(data):
     for r in data.get("results", []):
         if r.get("variant", "default") != "default":
             continue
+        # Block shapes (bench/mla_decode block_len / causal columns) are shapes of their own:
+        # (batch, heads, context, block_len, causal); single-token ones stay triples.
         shape = (r["batch"], r["heads"], r["context"])
+        if r.get("block_len", 1) > 1 or r.get("causal", 0):
+            shape += (r.get("block_len", 1), r.get("causal", 0))
         if shape not in shapes:
             shapes.append(shape)
         combine = r.get("combine", "workspace").split(":")[0]
@@ -211,8 +215,9 @@ def plot_mla_quantity(plt, data, shapes, table, quantity, ylabel, ceiling, ceili
             ax.bar_label(bars, fmt="%.2f" if quantity == "kv_tbps" else "%.0f", fontsize=7, padding=2)
     ax.axhline(ceiling, color="black", ls="--", label=ceiling_label)
     ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels(["%d,%d,%d" % s for s in shapes], rotation=30, ha="right")
-    ax.set_xlabel("shape: batch rows, heads, context tokens")
+    ax.set_xticklabels(["%d,%d,%d" % s[:3] + (" k=%d%s" % (s[3], " causal" if s[4] else "") if len(s) > 3 else "")
+                        for s in shapes], rotation=30, ha="right")
+    ax.set_xlabel("shape: batch (requests), heads, context tokens[, block_len k, causal]")
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, ceiling * 1.12)
     ax.grid(True, axis="y", alpha=0.3)

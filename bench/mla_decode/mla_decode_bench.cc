@@ -6,7 +6,11 @@
 // options' default; "auto:cnt" / "auto:ws" says which one the step count takes),
 // workspace, counters. The A/B (--ab) replays option variants in interleaved rounds:
 // "default" is the workspace strategy, "counters" the counters strategy, "pdl"
-// programmatic_launch 1.
+// programmatic_launch 1. Block shapes (block_len k > 1, "causal" 1 for verify rows)
+// add, all with AUTO: "auto" (the plan's choice), "rows" (the rows apart: every row
+// its own request of block_len 1, with the block's block-table row and its own
+// length, which is exactly the launches of a plan that does not run a block's rows
+// together) and, for causal shapes, "noncausal" (the same block, causal 0).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -57,7 +61,7 @@ int main(int argc, char **argv) {
   // own KV copy, as the layers of a model's decode graph do): the per-call time without
   // the graph's launch latency. 0: off.
   int layers = 8;
-  std::vector<std::array<int, 3>> only;  // --shape b,h,ctx (repeatable): these shapes only
+  std::vector<std::array<int, 5>> only;  // --shape b,h,ctx[,k[,causal]] (repeatable): these shapes only
   std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
@@ -67,9 +71,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
     else if (!strcmp(argv[i], "--variants") && i + 1 < argc) keep = "," + std::string(argv[++i]) + ",";
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
-      std::array<int, 3> sh{};
-      if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
-        fprintf(stderr, "--shape wants batch,heads,context (context >= 64), got '%s'\n", argv[i]);
+      std::array<int, 5> sh{0, 0, 0, 1, 0};
+      const int n = sscanf(argv[++i], "%d,%d,%d,%d,%d", &sh[0], &sh[1], &sh[2], &sh[3], &sh[4]);
+      if (n < 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64 || sh[3] < 1 || sh[4] < 0 || sh[4] > 1) {
+        fprintf(stderr, "--shape wants batch,heads,context[,block_len[,causal]] (context >= 64), got '%s'\n",
+                argv[i]);
         return 2;
       }
       only.push_back(sh);
@@ -115,10 +121,13 @@ int main(int argc, char **argv) {
     d->cuMemFree(b);
   }
 
-  std::vector<std::array<int, 3>> shapes = {{1, 16, 8192},   {4, 16, 8192},    {32, 16, 8192},  {64, 16, 8192},   {128, 16, 8192},
-                                            {64, 16, 32768},  {64, 32, 16384}, {32, 128, 8192},  {128, 128, 4096},
-                                            {128, 16, 32768}};
-  if (smoke) shapes = {{1, 16, 256}, {32, 16, 128}, {2, 128, 128}};
+  // {batch (requests), heads, context, block_len, causal}
+  std::vector<std::array<int, 5>> shapes = {
+      {1, 16, 8192, 1, 0},    {4, 16, 8192, 1, 0},     {32, 16, 8192, 1, 0},  {64, 16, 8192, 1, 0},
+      {128, 16, 8192, 1, 0},  {64, 16, 32768, 1, 0},   {64, 32, 16384, 1, 0}, {32, 128, 8192, 1, 0},
+      {128, 128, 4096, 1, 0}, {128, 16, 32768, 1, 0},  {32, 16, 8192, 2, 0},  {32, 16, 8192, 2, 1},
+      {32, 16, 8192, 4, 0},   {32, 16, 8192, 4, 1},    {32, 16, 8192, 8, 0},  {32, 16, 8192, 8, 1}};
+  if (smoke) shapes = {{1, 16, 256, 1, 0}, {32, 16, 128, 1, 0}, {2, 128, 128, 1, 0}, {3, 16, 128, 4, 1}};
   if (!only.empty()) shapes = only;
   const double pool_target = smoke ? 1e6 : 400e6;
   const int ps = 64;
@@ -158,45 +167,65 @@ int main(int argc, char **argv) {
   std::string jab;  // --ab: interleaved variant medians
   int lane = 0;
   for (auto &s : shapes) {
-    const int batch = s[0], heads = s[1], ctx = s[2];
+    const int batch = s[0], heads = s[1], ctx = s[2], blk = s[3], causal = s[4];
+    const int rows = batch * blk;
     const int mbps = ctx / ps;
     const size_t pages = (size_t)batch * mbps;
     const int copies = (int)std::max<size_t>(1, (size_t)std::ceil(pool_target / (pages * page_bytes)));
     std::vector<int> bt(pages * copies);
     for (size_t i = 0; i < bt.size(); i++) bt[i] = (int)i;
-    CUdeviceptr q, btd, lens, out, lse;
-    CU(d->cuMemAlloc(&q, (size_t)batch * heads * 576 * 2));
-    CU(d->cuMemsetD32(q, 0x3c003c00u, (size_t)batch * heads * 576 / 2));  // 0.0078 pairs
+    CUdeviceptr q, btd, lens, out, lse, btx = 0, lensx = 0;
+    CU(d->cuMemAlloc(&q, (size_t)rows * heads * 576 * 2));
+    CU(d->cuMemsetD32(q, 0x3c003c00u, (size_t)rows * heads * 576 / 2));  // 0.0078 pairs
     CU(d->cuMemAlloc(&btd, bt.size() * 4));
     CU(d->cuMemcpyHtoD(btd, bt.data(), bt.size() * 4));
     std::vector<int> lv(batch, ctx);
     CU(d->cuMemAlloc(&lens, batch * 4));
     CU(d->cuMemcpyHtoD(lens, lv.data(), batch * 4));
+    // The rows apart ("rows" A/B variant): row r * blk + i as its own request, with
+    // request r's block-table row and its own (causal) length.
+    std::vector<int> lx(rows);
+    for (int r = 0; r < rows; r++) lx[r] = causal ? ctx - (blk - 1 - r % blk) : ctx;
+    if (blk > 1) {
+      std::vector<int> bx((size_t)rows * mbps * copies);
+      for (int c = 0; c < copies; c++)
+        for (int r = 0; r < rows; r++)
+          memcpy(&bx[((size_t)c * rows + r) * mbps], &bt[((size_t)c * batch + r / blk) * mbps], mbps * 4);
+      CU(d->cuMemAlloc(&btx, bx.size() * 4));
+      CU(d->cuMemcpyHtoD(btx, bx.data(), bx.size() * 4));
+      CU(d->cuMemAlloc(&lensx, rows * 4));
+      CU(d->cuMemcpyHtoD(lensx, lx.data(), rows * 4));
+    }
+    long long row_tokens = 0;  // tokens summed over the rows (FLOPs)
+    for (int r = 0; r < rows; r++) row_tokens += lx[r];
     CU(d->cuCtxSynchronize());  // the inputs have landed before any launch
-    CU(d->cuMemAlloc(&out, std::max<size_t>((size_t)batch * heads * 512 * 2, 1u << 20)));
-    CU(d->cuMemAlloc(&lse, (size_t)batch * heads * 4));
+    CU(d->cuMemAlloc(&out, std::max<size_t>((size_t)rows * heads * 512 * 2, 1u << 20)));
+    CU(d->cuMemAlloc(&lse, (size_t)rows * heads * 4));
     // Helpers of this shape: the arguments of a call on KV copy c (copies wrap only where
     // one copy alone is past the L2 size), a plan of a combine strategy and
     // programmatic_launch value, a graph of n calls on consecutive copies, and the median
     // of timed launches.
-    auto args_for = [&](size_t c) {
+    // apart: the rows apart (see "rows" above).
+    auto args_for = [&](size_t c, bool apart = false) {
       cgrt_mla_args a;
       memset(&a, 0, sizeof a);
       a.size = sizeof a;
       a.q = q;
       a.kv_cache = kv;
-      a.block_table = btd + (c % copies) * pages * 4;
-      a.seq_lens = lens;
+      a.block_table = apart ? btx + (c % copies) * rows * mbps * 4 : btd + (c % copies) * pages * 4;
+      a.seq_lens = apart ? lensx : lens;
       a.out = out;
       a.lse = lse;
-      a.num_rows = batch;
+      a.num_rows = rows;
       a.softmax_scale = 0.0721f;
       return a;
     };
-    auto new_plan = [&](cgrt_mla_combine cb, int pl, cgrt_mla_plan_info *pi) {
+    auto new_plan = [&](cgrt_mla_combine cb, int pl, cgrt_mla_plan_info *pi, bool apart = false, int cz = -1) {
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
-      o.max_num_seqs = batch;
+      o.max_num_seqs = apart ? rows : batch;
+      o.block_len = apart ? 1 : blk;
+      o.causal = apart ? 0 : cz >= 0 ? cz : causal;
       o.heads = heads;
       o.page_size = ps;
       o.max_model_len = ctx;
@@ -211,12 +240,12 @@ int main(int argc, char **argv) {
       }
       return plan;
     };
-    auto capture = [&](cgrt_mla_plan *plan, size_t first, int n) {
+    auto capture = [&](cgrt_mla_plan *plan, size_t first, int n, bool apart = false) {
       CUgraph g;
       CUgraphExec x;
       CU(d->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
       for (int l = 0; l < n; l++) {
-        const cgrt_mla_args a = args_for(first + l);
+        const cgrt_mla_args a = args_for(first + l, apart);
         OK(cgrt_mla_decode(plan, st, &a));
       }
       CU(d->cuStreamEndCapture(st, &g));
@@ -275,29 +304,30 @@ int main(int argc, char **argv) {
       const double us_e = median(te), us_g = median(tg);
       const double kv_bytes = (double)batch * ctx * 576 * 2;
       const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
-      const double tflops = 2.0 * batch * heads * (double)ctx * (576 + 512) / (us_g * 1e-6) / 1e12;
+      const double tflops = 2.0 * heads * (double)row_tokens * (576 + 512) / (us_g * 1e-6) / 1e12;
       // The same per call in a graph of `layers` calls (no launch latency); 0 without --layers.
       const double tbps_l = us_l > 0 ? kv_bytes / (us_l * 1e-6) / 1e12 : 0;
       const double tflops_l = us_l > 0 ? tflops * us_g / us_l : 0;
       // AUTO (the default): which strategy this step count takes (one-row steps: workspace).
-      const bool auto_cnt = pi.counters_min_rows > 0 && batch >= pi.counters_min_rows && batch > 1;
+      const bool auto_cnt = pi.counters_min_rows > 0 && rows >= pi.counters_min_rows && rows > 1;
       const char *cname = cb == CGRT_MLA_COMBINE_COUNTERS ? "counters"
                           : cb == CGRT_MLA_COMBINE_AUTO   ? (auto_cnt ? "auto:cnt" : "auto:ws")
                                                           : "workspace";
-      printf("%-8s batch %3d heads %3d ctx %5d %-9s graph %8.2f us eager %8.2f us in-graph(x%d) %8.2f us  "
+      printf("%-8s batch %3d heads %3d ctx %5d k %d%s %-9s graph %8.2f us eager %8.2f us in-graph(x%d) %8.2f us  "
              "%.3f TB/s (%3.0f%% of copy)  %6.1f TFLOP/s  per call in graph %.3f TB/s %6.1f TFLOP/s  splits %3d  "
              "workspace %.1f MiB (fixed split: %.1f MiB)\n",
-             variant, batch, heads, ctx, cname, us_g, us_e, layers, us_l, tbps, 100 * tbps / copy_tbps, tflops, tbps_l,
+             variant, batch, heads, ctx, blk, causal ? " causal" : "", cname, us_g, us_e, layers, us_l, tbps, 100 * tbps / copy_tbps, tflops, tbps_l,
              tflops_l, pi.splits, pi.workspace_bytes / 1048576.0, pi.fixed_split_bytes / 1048576.0);
       char b[768];
       snprintf(b, sizeof b,
-               "%s    {\"variant\": \"%s\", \"batch\": %d, \"heads\": %d, \"context\": %d, \"combine\": \"%s\", "
+               "%s    {\"variant\": \"%s\", \"batch\": %d, \"heads\": %d, \"context\": %d, \"block_len\": %d, "
+               "\"causal\": %d, \"kv_shared\": %d, \"split_kernel\": \"%s\", \"combine\": \"%s\", "
                "\"us_graph\": %.3f, \"us_eager\": %.3f, \"us_in_graph\": %.3f, \"layers\": %d, "
                "\"kv_tbps\": %.4f, \"pct_of_copy\": %.1f, \"tflops\": %.2f, "
                "\"kv_tbps_in_graph\": %.4f, \"tflops_in_graph\": %.2f, "
                "\"splits\": %d, \"fast_path\": %d, \"workspace_bytes\": %zu, "
                "\"fixed_split_bytes\": %zu}",
-               first ? "" : ",\n", variant, batch, heads, ctx, cname, us_g, us_e, us_l, layers, tbps, 100 * tbps / copy_tbps, tflops,
+               first ? "" : ",\n", variant, batch, heads, ctx, blk, causal, pi.kv_shared, pi.split_kernel, cname, us_g, us_e, us_l, layers, tbps, 100 * tbps / copy_tbps, tflops,
                tbps_l, tflops_l, pi.splits, pi.fast_path, pi.workspace_bytes, pi.fixed_split_bytes);
       js += b;
       first = false;
@@ -313,19 +343,27 @@ int main(int argc, char **argv) {
         const char *name;
         cgrt_mla_combine cb;
         int pl;  // programmatic_launch
+        bool apart;  // the rows apart (block shapes)
+        int cz;      // causal for this variant (-1: the shape's)
         cgrt_mla_plan *plan;
         std::vector<CUgraphExec> ex;
         std::vector<float> t;
       };
+      const auto A = CGRT_MLA_COMBINE_AUTO;
       std::vector<V> vs;
-      vs.push_back({"default", W, 0, nullptr, {}, {}});
-      vs.push_back({"counters", C, 0, nullptr, {}, {}});
-      if (batch <= 64) vs.push_back({"pdl", W, 1, nullptr, {}, {}});
+      vs.push_back({"default", W, 0, false, -1, nullptr, {}, {}});
+      vs.push_back({"counters", C, 0, false, -1, nullptr, {}, {}});
+      if (batch <= 64 && blk == 1) vs.push_back({"pdl", W, 1, false, -1, nullptr, {}, {}});
+      if (blk > 1) {
+        vs.push_back({"auto", A, 0, false, -1, nullptr, {}, {}});
+        vs.push_back({"rows", A, 0, true, -1, nullptr, {}, {}});
+        if (causal) vs.push_back({"noncausal", A, 0, false, 0, nullptr, {}, {}});
+      }
       if (!keep.empty())
         vs.erase(std::remove_if(vs.begin() + 1, vs.end(),
                                 [&](const V &v) { return keep.find("," + std::string(v.name) + ",") == std::string::npos; }),
                  vs.end());
-      for (V &v : vs) v.plan = new_plan(v.cb, v.pl, nullptr);
+      for (V &v : vs) v.plan = new_plan(v.cb, v.pl, nullptr, v.apart, v.cz);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and
       // may differ in split count, so a later plan could still grow (and move) a lane's
       // workspace that an earlier variant's graphs already point to.
@@ -335,9 +373,9 @@ int main(int argc, char **argv) {
       for (V &v : vs) {
         v.ex.resize(std::max(1, copies / per));
         for (size_t gi = 0; gi < v.ex.size(); gi++) {
-          const cgrt_mla_args a = args_for(gi * per);
+          const cgrt_mla_args a = args_for(gi * per, v.apart);
           OK(cgrt_mla_decode(v.plan, st, &a));
-          v.ex[gi] = capture(v.plan, gi * per, per);
+          v.ex[gi] = capture(v.plan, gi * per, per, v.apart);
         }
       }
       size_t k = 0;
@@ -351,20 +389,24 @@ int main(int argc, char **argv) {
       for (V &v : vs) {
         const double us = median(v.t);
         const double tbps = (double)batch * ctx * 576 * 2 / (us * 1e-6) / 1e12;
-        printf("A/B batch %3d heads %3d ctx %5d %-9s %8.2f us%s  %.3f TB/s  %+.1f%% vs default\n", batch, heads,
-               ctx, v.name, us, per > 1 ? " per call in graph" : "", tbps, 100.0 * (us - base) / base);
+        printf("A/B batch %3d heads %3d ctx %5d k %d%s %-9s %8.2f us%s  %.3f TB/s  %+.1f%% vs default\n", batch,
+               heads, ctx, blk, causal ? " causal" : "", v.name, us, per > 1 ? " per call in graph" : "", tbps,
+               100.0 * (us - base) / base);
         char b[512];
         snprintf(b, sizeof b,
-                 "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"variant\": \"%s\", \"programmatic_launch\": %d, "
+                 "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"block_len\": %d, \"causal\": %d, "
+                 "\"variant\": \"%s\", \"programmatic_launch\": %d, "
                  "\"combine\": \"%s\", \"calls_per_graph\": %d, \"us_per_call_median\": %.3f, \"kv_tbps\": %.4f}",
-                 jab.empty() ? "" : ",\n", batch, heads, ctx, v.name, v.pl,
-                 v.cb == C ? "counters" : "workspace", per, us, tbps);
+                 jab.empty() ? "" : ",\n", batch, heads, ctx, blk, v.cz >= 0 ? v.cz : causal, v.name, v.pl,
+                 v.cb == C ? "counters" : v.cb == A ? "auto" : "workspace", per, us, tbps);
         jab += b;
         for (auto e : v.ex) d->cuGraphExecDestroy(e);
         cgrt_mla_plan_destroy(v.plan);
       }
     }
     d->cuMemFree(q); d->cuMemFree(btd); d->cuMemFree(lens); d->cuMemFree(out); d->cuMemFree(lse);
+    if (btx) d->cuMemFree(btx);
+    if (lensx) d->cuMemFree(lensx);
   }
   js += "\n  ]";
   if (!jab.empty()) js += ",\n  \"ab_interleaved\": [\n" + jab + "\n  ]";

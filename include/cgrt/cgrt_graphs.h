@@ -1,9 +1,12 @@
 /* cgrt: decode steps as CUDA graphs — capture, dispatch, pointer-updated replay.
  *
  * A graph set captures one decode step of a host engine into one CUDA graph per
- * "bucket" (a padded batch size), for two modes:
+ * "bucket" (a padded batch size), for three modes:
  *   - CGRT_GRAPH_DECODE: uniform single-token decode, rows = requests;
- *   - CGRT_GRAPH_BLOCK:  non-causal multi-token blocks of length k, rows = requests * k.
+ *   - CGRT_GRAPH_BLOCK:  non-causal multi-token blocks of length k, rows = requests * k;
+ *   - CGRT_GRAPH_VERIFY: causal verify blocks of length k (speculative decoding's target
+ *     step: row j of a request's block attends to its context up to its own token, as
+ *     cgrt_mla_options.causal = 1 computes), rows = requests * k.
  * The host supplies an enqueue callback that launches one step for a batch descriptor on
  * a given stream; cgrt runs it eagerly to warm up, then under stream capture (thread-local
  * mode, largest bucket first), instantiates and uploads every graph.
@@ -63,10 +66,11 @@ typedef struct cgrt_graphs cgrt_graphs;
 
 typedef enum cgrt_graph_mode {
   CGRT_GRAPH_DECODE = 0, /* one row per request */
-  CGRT_GRAPH_BLOCK = 1   /* block_len rows per request, no intra-block mask */
+  CGRT_GRAPH_BLOCK = 1,  /* block_len rows per request, no intra-block mask */
+  CGRT_GRAPH_VERIFY = 2  /* verify_len rows per request, causal inside the block */
 } cgrt_graph_mode;
 
-#define CGRT_GRAPH_MODE_COUNT 2
+#define CGRT_GRAPH_MODE_COUNT 3
 #define CGRT_GRAPHS_MAX_BUFFERS 4096
 #define CGRT_GRAPHS_MAX_ROWS 65536
 /* Most steps of a draft loop (options.draft_steps): an unrolled loop holds that many
@@ -78,7 +82,8 @@ typedef enum cgrt_graph_mode {
 /* What the enqueue callback is asked to launch. */
 typedef struct cgrt_batch_desc {
   cgrt_graph_mode mode;
-  int block_len;    /* rows per request: 1 in decode mode, k in block mode */
+  int block_len;    /* rows per request: 1 in decode mode, options.block_len in block
+                       mode, options.verify_len in verify mode (the rows are causal) */
   int num_reqs;     /* real requests (for a captured graph: those of the capture) */
   int rows;         /* real rows = num_reqs * block_len */
   int padded_reqs;  /* requests the launched work covers (bucket / block_len) */
@@ -132,6 +137,8 @@ typedef struct cgrt_buffer_desc {
  *   block_table[r * max_blocks_per_seq + i] (int32, KV-cache block ids);
  * the kernels of the step read, per row i (row = r * block_len + j):
  *   seq_lens[i] = req_seq_lens[r], positions[i] = req_positions[r] + j,
+ *   (in verify mode too: the causal length of row j is positions[i] + 1, and
+ *   cgrt_mla with causal = 1 derives it from req_seq_lens[r]),
  *   slot_mapping[i] = block_table[r][pos / block_size] * block_size + pos % block_size
  *   (int32, int64, int64; padding rows: 0, 0, -1).
  * draft_remaining (optional, -1 for none; only read by WHILE draft loops, see
@@ -275,6 +282,12 @@ typedef struct cgrt_graphs_options {
    * use it. A step that finds every slot of its bucket still unread by the GPU (that
    * many launches queued) waits for the GPU to read one. Default 0. */
   int device_patch;
+  /* k >= 2 captures verify-mode buckets (CGRT_GRAPH_VERIFY: causal blocks of k rows, the
+   * target model's verify step of speculative decoding), sized and dispatched as block
+   * mode's with k rows per request; 0 (default) none. 1, negative values or k x
+   * max_num_seqs above CGRT_GRAPHS_MAX_ROWS: CGRT_ERROR_INVALID_ARGUMENT. Independent
+   * of block_len: a set may capture both. */
+  int verify_len;
 } cgrt_graphs_options;
 
 /* Fills the defaults (and the size). Thread-safe. */

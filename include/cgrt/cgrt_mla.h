@@ -13,7 +13,9 @@
  *      batches (num_rows <= the split kernel's block size) the split kernel does this
  *      itself and the scheduling kernel is not launched;
  *   2. the split kernel, one CTA per (head group, range), persistent over its range's
- *      rows (cgrt_mla_plan_info names it; steps of one row may take a one-row kernel);
+ *      rows (cgrt_mla_plan_info names it; steps of one row may take a one-row kernel;
+ *      with block_len > 1 the plan may run a request's rows in the same CTAs, so that
+ *      each KV tile is read once per request: cgrt_mla_plan_info.kv_shared);
  *   3. WORKSPACE strategy only: a combine kernel that merges the rows split across ranges.
  *      With the COUNTERS strategy the last CTA of each (row, head group) merges instead,
  *      counted in the runtime's counter buffer and resetting its counter to 0. AUTO (the
@@ -61,8 +63,9 @@ typedef struct cgrt_mla_options {
   size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow (a smaller size
                            * from an older header gets defaults for the later fields) */
   int max_num_seqs;       /* most requests per step (>= 1) */
-  int block_len;          /* rows per request, k >= 1: k > 1 gives non-causal multi-token
-                           * rows that share their request's block-table row and seq_len */
+  int block_len;          /* rows per request, k >= 1: k > 1 gives multi-token rows that
+                           * share their request's block-table row and seq_len (all see
+                           * the request's context unless causal is 1) */
   int heads;              /* query heads per rank (>= 1); any count (see head rule) */
   int dcp_world_size;     /* decode context parallelism (>= 1): the kernels see
                            * heads * dcp_world_size query heads (all-gathered by the host) */
@@ -83,10 +86,18 @@ typedef struct cgrt_mla_options {
                            * attention or a projection does not; a metadata kernel
                            * does), so that a split kernel may read them before its
                            * wait. The current kernels do not: 2 acts as 1. */
+  int causal;             /* row kind. 0 (default): block rows are non-causal, every row
+                           * of a request sees its context, min(seq_len, cap) tokens
+                           * (cap: see max_model_len). 1: causal verify rows: row i
+                           * (0-based) of a request's block of block_len rows sees
+                           * max(0, min(seq_len, cap) - (block_len - 1 - i)) tokens, so
+                           * the last row sees the whole context; a row of 0 tokens is
+                           * inert (output 0, LSE -inf), like a padding row. No effect
+                           * with block_len 1. seq_len counts the block's own tokens. */
 } cgrt_mla_options;
 
-/* Defaults: block_len 1, dcp_world_size 1, page_size 64, combine AUTO, lane 0, size
- * set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
+/* Defaults: block_len 1, causal 0, dcp_world_size 1, page_size 64, combine AUTO, lane 0,
+ * size set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
  * 0 and must be set. Thread-safe. */
 void cgrt_mla_options_init(cgrt_mla_options *options);
 
@@ -97,7 +108,8 @@ typedef struct cgrt_mla_plan_info {
   int q_heads;               /* heads * dcp_world_size */
   int fast_path;             /* 1: fast path; 0: generic path (see head rule) */
   int head_tile;             /* the rule's tile: 8, 16 or 64 */
-  int heads_per_cta;         /* query heads per CTA */
+  int heads_per_cta;         /* query heads per CTA (kv_shared: query rows, block rows x
+                              * heads, of one request per CTA) */
   int head_groups;           /* CTAs per range */
   int splits;                /* ranges of KV tiles (the split kernel's grid.y) */
   size_t workspace_bytes;    /* partial results + metadata reserved in the workspace */
@@ -115,6 +127,11 @@ typedef struct cgrt_mla_plan_info {
                                * ceil(splits x heads_per_cta x 2 KiB /
                                * CGRT_MLA_AUTO_MERGE_BYTES), steps of one row excepted
                                * where one_row_kernel differs from split_kernel */
+  int kv_shared;              /* 1: the block_len rows of a request run in the same CTAs
+                               * (up to 64 query rows, block rows x heads, per CTA), so
+                               * each KV tile is read once per request and head group
+                               * instead of once per row; chosen for block_len >= 2 where
+                               * that reads the KV fewer times, see docs/mla_decode.md */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the
@@ -133,7 +150,7 @@ typedef struct cgrt_mla_plan_info {
  * workspace reservation already made stays with the runtime, as all reservations do).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
  * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine,
- * programmatic_launch or lane, more than 2^20 rows or 4096 query heads, a block table
+ * programmatic_launch, causal (not 0 or 1) or lane, more than 2^20 rows or 4096 query heads, a block table
  * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
  * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
  * 32-token tiles); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
@@ -166,7 +183,8 @@ typedef struct cgrt_mla_args {
   CUdeviceptr kv_cache;    /* bf16 [num_pages, page_size, 576]; may exceed 2^31 elements */
   CUdeviceptr block_table; /* int32 [num_rows / block_len, max_blocks_per_seq] */
   CUdeviceptr seq_lens;    /* int32 [num_rows / block_len]; read on the device. 0 (or
-                            * negative) marks padding: output 0, LSE -inf, no KV read */
+                            * negative) marks padding: output 0, LSE -inf, no KV read
+                            * (options.causal: per-row lengths follow from it) */
   CUdeviceptr out;         /* bf16 [num_rows, q_heads, 512] */
   CUdeviceptr lse;         /* fp32 [num_rows, q_heads], natural log */
   int num_rows;            /* rows of this step (the captured bucket, padding included):

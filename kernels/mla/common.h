@@ -33,4 +33,28 @@
 #define CGRT_MLA_MIN_TILES_COUNTERS 8
 #define CGRT_MLA_MIN_TILES_ONE_ROW 2
 
+/* Rows of a block run together (cgrt_mla_plan_info.kv_shared) only when the block has at
+ * least this many query rows (block_len x q_heads: the 64-row kernels take them) and the
+ * rows apart would read each KV tile at least CGRT_MLA_SHARE_MIN_READS times per request
+ * (block_len x head groups): a 64-row CTA costs about 1.8 reads of the 16-head kernel
+ * (H200: 149 us against 132 us for two reads at (32, 16, 8192), k 2; docs/mla_decode.md). */
+#define CGRT_MLA_SHARE_MIN_ROWS 17
+#define CGRT_MLA_SHARE_MIN_READS 3
+
+/* The KV length of row r of a step (every kernel, the schedule and the C references use
+ * this one copy): the request's seq_len clamped to [0, cap]; causal rows (row kind
+ * CAUSAL, cgrt_mla_options.causal) see (block_len - 1 - r % block_len) tokens fewer, at
+ * least 0. Also the length of query row i of a request's block in the kernels that run
+ * a block's rows together (r = i, seq_len = the request's clamped length). */
+#ifdef __CUDACC__
+#define CGRT__MLA_HD __host__ __device__ __forceinline__
+#else
+#define CGRT__MLA_HD static inline
+#endif
+CGRT__MLA_HD int cgrt__mla_row_len(int seq_len, int cap, int r, int block_len, int causal) {
+  int len = seq_len < 0 ? 0 : (seq_len > cap ? cap : seq_len);
+  if (causal) len -= block_len - 1 - r % block_len;
+  return len < 0 ? 0 : len;
+}
+
 #endif /* CGRT_KERNELS_MLA_COMMON_H */

@@ -10,7 +10,10 @@
  *   name         the kernel's symbol (extern "C")
  *   role         CGRT__MLA_SCHEDULE, CGRT__MLA_SPLIT (steps of any number of rows),
  *                CGRT__MLA_SPLIT_ONE_ROW (steps of one row: the plan prefers it there
- *                when the plan merges through the workspace), CGRT__MLA_COMBINE
+ *                when the plan merges through the workspace), CGRT__MLA_SPLIT_CAUSAL_BLOCK
+ *                (causal verify blocks whose rows run together: a "row" is a request,
+ *                its query rows block rows x heads with per-row lengths, parameter mk;
+ *                hg counts those query rows), CGRT__MLA_COMBINE
  *   threads      block size
  *   smem         dynamic shared memory in bytes (0: none)
  *   ctas_per_sm  CTAs per SM at that shared memory; split roles: the ranges P of a step
@@ -30,6 +33,7 @@ typedef enum cgrt__mla_role {
   CGRT__MLA_SCHEDULE,
   CGRT__MLA_SPLIT,
   CGRT__MLA_SPLIT_ONE_ROW,
+  CGRT__MLA_SPLIT_CAUSAL_BLOCK,
   CGRT__MLA_COMBINE
 } cgrt__mla_role;
 
@@ -44,6 +48,7 @@ typedef enum cgrt__mla_role {
   X(cgrt_mla_split_t64,       CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_ref)      \
   X(cgrt_mla_split_t64_row1,  CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_row1_ref) \
   X(cgrt_mla_split_m64_wgmma, CGRT__MLA_SPLIT,          256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, split_ref)      \
+  X(cgrt_mla_split_m64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, split_ref) \
   X(cgrt_mla_combine,         CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, combine_ref)
 /* clang-format on */
 

@@ -33,7 +33,14 @@ struct cgrt_mla_plan {
   cgrt_runtime *rt;
   cgrt_mla_options o; /* max_blocks_per_seq resolved */
   int max_rows, q_heads, cap;
-  int fast, tile, hg, groups; /* the head rule: path, tile, heads per CTA, head groups */
+  int fast, tile;   /* the head rule: path and tile */
+  /* What the kernels see. Rows apart (unit 1): a "row" is a row, kh = q_heads. Rows of a
+   * block together (unit = block_len, kv_shared): a "row" is a request, its kh =
+   * block_len x q_heads query rows (q, out and lse of a block's rows are contiguous:
+   * [rows, q_heads, .] is [requests, block_len x q_heads, .]), so each KV tile is read
+   * once per request and head group. */
+  int unit, kh, mk;  /* mk: block_len for causal rows run together, else 0 */
+  int hg, groups;    /* query rows per CTA, CTAs per range */
   int counters_min_rows;      /* steps of >= this many rows merge through counters (0: never) */
   mla_kernel sched, split, one_row, comb; /* one_row.k NULL: one-row steps run split */
   cgrt_tensor_desc descs[3];  /* partial outputs, partial LSEs, metadata */
@@ -84,6 +91,8 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
   if (o->programmatic_launch < 0 || o->programmatic_launch > 2)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_create: programmatic_launch %d is not 0, 1 or 2", o->programmatic_launch);
+  if (o->causal != 0 && o->causal != 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: causal %d is not 0 or 1", o->causal);
   if (o->lane < 0 || o->lane >= CGRT_MAX_LANES)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_create: lane %d is outside 0..%d", o->lane, CGRT_MAX_LANES - 1);
@@ -122,6 +131,9 @@ static void head_rule(cgrt_mla_plan *p) {
   p->fast = q % t == 0;
   p->hg = p->fast ? t : 16;
   p->groups = (q + p->hg - 1) / p->hg;
+  p->unit = 1;
+  p->kh = q;
+  p->mk = 0;
 }
 
 /* The first kernel of the table with this role that takes hg heads per CTA and the page
@@ -135,6 +147,28 @@ static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size) 
       return k;
   }
   return NULL;
+}
+
+/* Rows of a block together (kv_shared): with k = block_len >= 2, a CTA takes up to 64 of
+ * a request's k x q_heads query rows (groups of 64, the last partly masked) on the
+ * 64-row kernels, where that reads the KV fewer times than the rows apart
+ * (ceil(k q_heads / 64) < k x head groups), the rows apart would read it at least
+ * CGRT_MLA_SHARE_MIN_READS times, and the block has at least CGRT_MLA_SHARE_MIN_ROWS
+ * query rows; causal rows need a kernel of role CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row
+ * lengths). Figures: docs/mla_decode.md. */
+static void block_rule(cgrt_mla_plan *p) {
+  const int k = p->o.block_len;
+  if (k < 2) return;
+  const long long kh = (long long)k * p->q_heads;
+  const long long groups = (kh + 63) / 64;
+  const long long reads = (long long)k * p->groups; /* per request, the rows apart */
+  if (kh < CGRT_MLA_SHARE_MIN_ROWS || reads < CGRT_MLA_SHARE_MIN_READS || groups >= reads) return;
+  if (p->o.causal && !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), p->o.page_size)) return;
+  p->unit = k;
+  p->kh = (int)kh;
+  p->mk = p->o.causal ? k : 0;
+  p->hg = (int)(kh < 64 ? kh : 64);
+  p->groups = (int)groups;
 }
 
 /* Looks kernel k up, raises its dynamic shared memory limit and sets its ranges P (one
@@ -153,6 +187,7 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel 
     if (st) return st;
   }
   const int sms = p->rt->sm_count > 0 ? p->rt->sm_count : 1;
+  /* groups: of the view the plan runs (kernels/mla/plan.c block_rule). */
   out->parts = sms * k->ctas_per_sm / p->groups;
   if (out->parts < 1) out->parts = 1;
   return CGRT_SUCCESS;
@@ -163,9 +198,10 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel 
  * (one-row steps merge through the workspace), the schedule and combine kernels. */
 static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const int ps = p->o.page_size;
-  const cgrt__mla_kernel *split = pick(CGRT__MLA_SPLIT, p->hg, ps);
-  const cgrt__mla_kernel *one_row =
-      p->o.combine == CGRT_MLA_COMBINE_COUNTERS ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps);
+  const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps);
+  /* One-row steps have block_len 1: never a block's rows together. */
+  const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
+                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps);
   const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps), *comb = pick(CGRT__MLA_COMBINE, 0, ps);
   if (!split || !sched || !comb)
     return cgrt__fail(CGRT_ERROR_INTERNAL,
@@ -186,8 +222,11 @@ static cgrt_status reserve(cgrt_mla_plan *p) {
   cgrt_runtime *rt = p->rt;
   int parts = p->split.parts;
   if (p->one_row.k && p->one_row.parts > parts) parts = p->one_row.parts;
-  int64_t slots = (int64_t)p->max_rows + parts;
+  /* Slots of the kernels' rows (requests when a block's rows run together, each
+   * unit x q_heads wide), counted here in rows of q_heads. */
+  int64_t slots = (int64_t)p->max_rows / p->unit + parts;
   if (slots < CGRT_MLA_COMB_SPEC_SLOTS) slots = CGRT_MLA_COMB_SPEC_SLOTS;
+  slots *= p->unit;
   cgrt_tensor_desc *d = p->descs;
   d[0].ndim = 3; d[0].shape[0] = slots; d[0].shape[1] = p->q_heads; d[0].shape[2] = CGRT_MLA_DV;
   d[0].dtype = CGRT_DTYPE_F32;
@@ -197,6 +236,7 @@ static cgrt_status reserve(cgrt_mla_plan *p) {
   CUdeviceptr ptrs[3];
   cgrt_status st = cgrt_workspace_request(rt, p->o.lane, MLA_WORKSPACE_NAME, p->descs, 3, ptrs);
   if (!st && p->o.combine != CGRT_MLA_COMBINE_WORKSPACE) {
+    /* max_rows x q_heads counters also cover requests x kernel head groups. */
     p->counter_offset = (size_t)p->o.lane * p->max_rows * p->q_heads;
     p->counter_bytes = cgrt_counters_decode_bytes((size_t)p->max_rows * (p->o.lane + 1), p->q_heads, rt->sm_count);
     st = cgrt_counters_reserve(rt, p->counter_bytes);
@@ -225,6 +265,7 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
   p->q_heads = o.heads * o.dcp_world_size;
   p->cap = cap;
   head_rule(p);
+  block_rule(p);
   if (!p->fast)
     cgrt__log(CGRT_LOG_WARN,
               "mla: %d query heads (%d heads x dcp %d) take the generic path: the head rule "
@@ -303,7 +344,9 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   if (info->size >= offsetof(cgrt_mla_plan_info, one_row_kernel) + sizeof info->one_row_kernel)
     info->one_row_kernel = (p->one_row.k ? p->one_row.k : p->split.k)->name;
   if (info->size >= offsetof(cgrt_mla_plan_info, counters_min_rows) + sizeof info->counters_min_rows)
-    info->counters_min_rows = p->counters_min_rows;
+    info->counters_min_rows = p->counters_min_rows * p->unit;
+  if (info->size >= offsetof(cgrt_mla_plan_info, kv_shared) + sizeof info->kv_shared)
+    info->kv_shared = p->unit > 1;
   return CGRT_SUCCESS;
 }
 
@@ -350,7 +393,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
    * combine; the others merge through counters from counters_min_rows rows. */
   const int one_row = p->one_row.k && a->num_rows == 1;
   const mla_kernel *split = one_row ? &p->one_row : &p->split;
-  const int use_counters = !one_row && p->counters_min_rows > 0 && a->num_rows >= p->counters_min_rows;
+  const int use_counters = !one_row && p->counters_min_rows > 0 && a->num_rows / p->unit >= p->counters_min_rows;
   CUdeviceptr counters = 0;
   if (use_counters) {
     size_t bytes = 0;
@@ -366,11 +409,14 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     counters += p->counter_offset * sizeof(unsigned);
   }
 
-  int rows = a->num_rows, bl = p->o.block_len, cap = p->cap, parts = split->parts;
+  /* The kernels' rows: requests when a block's rows run together (then block_len 1 and
+   * no causal schedule: a request's length is its last row's; mk masks the others). */
+  int rows = a->num_rows / p->unit, bl = p->unit > 1 ? 1 : p->o.block_len, cap = p->cap,
+      parts = split->parts, causal = p->unit > 1 ? 0 : p->o.causal, mk = p->mk;
   int min_tiles = one_row ? CGRT_MLA_MIN_TILES_ONE_ROW
                           : use_counters ? CGRT_MLA_MIN_TILES_COUNTERS : CGRT_MLA_MIN_TILES_WORKSPACE;
   if (split->k->aligned) min_tiles = -min_tiles;
-  int qh = p->q_heads, hg = p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
+  int qh = p->kh, hg = p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
   float scale = a->softmax_scale;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
               bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
@@ -382,14 +428,14 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   const int fused = rows <= split->k->threads;
   CUdeviceptr sl_arg = fused ? seq_lens : 0;
   if (!fused) {
-    void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles};
+    void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles, &causal};
     r = drv->cuLaunchKernel(p->sched.f, 1, 1, 1, (unsigned)p->sched.k->threads, 1, 1, 0, stream, sched_args,
                             NULL);
     if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernel", "cgrt_mla_decode: schedule kernel");
   }
 
-  void *split_args[] = {&q,    &kv, &bt, &meta, &out, &lse, &po,    &pl,  &counters, &rows,
-                        &qh,   &hg, &parts, &mbps, &ps, &bl,  &scale, &sl_arg, &cap, &min_tiles};
+  void *split_args[] = {&q,  &kv, &bt,    &meta, &out, &lse, &po,    &pl,     &counters, &rows,      &qh,
+                        &hg, &parts, &mbps, &ps,  &bl,  &scale, &sl_arg, &cap,      &min_tiles, &causal, &mk};
   /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
    * them; with programmatic stream serialization (options.programmatic_launch) their CTAs
    * launch while it runs. The schedule kernel is launched plainly: it overwrites the

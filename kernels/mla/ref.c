@@ -33,17 +33,17 @@ static int part_of(long long t, int T, int P) { return (int)(((t + 1) * (long lo
 #define PTR(T, i) ((T *)(uintptr_t)CGRT__REF_PARAM(uint64_t, p, off, i))
 #define INT(i) CGRT__REF_PARAM(int, p, off, i)
 
-/* cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles): meta[0..rows)
- * = clamped per-row lengths (row r uses request r / block_len), meta[rows..2*rows] =
+/* cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles, causal):
+ * meta[0..rows) = per-row lengths (row r uses request r / block_len; clamped, causal rows
+ * shortened: cgrt__mla_row_len), meta[rows..2*rows] =
  * exclusive prefix sums of ceil(len / 32) (the last is the total T), meta[2*rows+1] =
  * Pe, the ranges in use: min(P, ceil(T / min_tiles)), at least 1. */
 static void schedule_rows(const int *seq_lens, int *meta, int rows, int bl, int cap, int P,
-                          int min_tiles) {
+                          int min_tiles, int causal) {
   int *ts = meta + rows;
   int acc = 0;
   for (int r = 0; r < rows; r++) {
-    int len = seq_lens[r / bl];
-    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int len = cgrt__mla_row_len(seq_lens[r / bl], cap, r, bl, causal);
     meta[r] = len;
     ts[r] = acc;
     acc += (len + CGRT_MLA_TILE - 1) / CGRT_MLA_TILE;
@@ -66,7 +66,7 @@ static void schedule_rows(const int *seq_lens, int *meta, int rows, int bl, int 
 
 static void schedule_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   (void)l;
-  schedule_rows(PTR(const int, 0), PTR(int, 1), INT(2), INT(3), INT(4), INT(5), INT(6));
+  schedule_rows(PTR(const int, 0), PTR(int, 1), INT(2), INT(3), INT(4), INT(5), INT(6), INT(7));
 }
 
 static void combine_heads(const float *part_o, const float *part_lse, uint16_t *out, float *lse,
@@ -74,6 +74,11 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
   for (int h = h0; h < h1; h++) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = fmaxf(mx, part_lse[(long long)(slot0 + i) * qh + h]);
+    if (mx == -INFINITY) { /* every partial empty (causal rows run together): as padding */
+      memset(out + ((long long)r * qh + h) * CGRT_MLA_DV, 0, CGRT_MLA_DV * sizeof(uint16_t));
+      lse[(long long)r * qh + h] = -INFINITY;
+      continue;
+    }
     float sum = 0.f;
     float acc[CGRT_MLA_DV];
     memset(acc, 0, sizeof acc);
@@ -90,10 +95,13 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
 
 /* The split kernels (q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
  * rows, q_heads, group_heads, P, max_blocks_per_seq, page_size, block_len, scale,
- * seq_lens, cap, min_tiles), grid (groups, P): the same outputs whatever the kernel's
- * pipeline. seq_lens non-NULL (rows <= block size): the kernel schedules itself, as
- * cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles) would, and
- * leaves the same metadata in meta for the combine kernel. */
+ * seq_lens, cap, min_tiles, causal, mk), grid (groups, P): the same outputs whatever the
+ * kernel's pipeline. seq_lens non-NULL (rows <= block size): the kernel schedules
+ * itself, as cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles,
+ * causal) would, and leaves the same metadata in meta for the combine kernel. mk > 0
+ * (cgrt_mla_split_m64_causal): head h of a row sees cgrt__mla_row_len(len, cap,
+ * h / (q_heads / mk), mk, 1) of the row's len tokens; a head without tokens in a
+ * segment leaves output 0 / LSE -inf (as its partial, or its output when unsplit). */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
                        int use_counters, int row1) {
   const uint16_t *q = PTR(const uint16_t, 0);
@@ -110,7 +118,8 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
   const float scale = CGRT__REF_PARAM(float, p, off, 16);
   const int *seq_lens = PTR(const int, 17);
   const int G = (int)l->grid[0];
-  if (seq_lens != NULL) schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19));
+  const int mk = INT(21);
+  if (seq_lens != NULL) schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19), INT(20));
   const int *row_len = meta, *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
 
@@ -167,8 +176,12 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
           const uint16_t *qr = q + ((long long)r * qh + h) * CGRT_MLA_D;
           float qv[CGRT_MLA_D];
           for (int d = 0; d < CGRT_MLA_D; d++) qv[d] = bf2f(qr[d]);
+          /* Tokens of this head: those below its length (mk > 0: its block row's). */
+          const int hlen = mk > 0 ? cgrt__mla_row_len(len, INT(18), h / (qh / mk), mk, 1) : len;
+          int nt = 0;
+          while (nt < ntok && tok_a + nt / 64 * stride + nt % 64 < hlen) nt++;
           float mx = -INFINITY;
-          for (int i = 0; i < ntok; i++) {
+          for (int i = 0; i < nt; i++) {
             float s = 0.f;
             const float *k = kf + (size_t)i * CGRT_MLA_D;
             for (int d = 0; d < CGRT_MLA_D; d++) s += qv[d] * k[d];
@@ -177,20 +190,21 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
           }
           float sum = 0.f;
           memset(acc, 0, CGRT_MLA_DV * sizeof(float));
-          for (int i = 0; i < ntok; i++) {
+          for (int i = 0; i < nt; i++) {
             const float w = expf(sc[i] - mx);
             sum += w;
             const float *v = kf + (size_t)i * CGRT_MLA_D;
             for (int d = 0; d < CGRT_MLA_DV; d++) acc[d] += w * v[d];
           }
-          const float ls = mx + logf(sum);
+          const float ls = nt > 0 ? mx + logf(sum) : -INFINITY;
+          const float inv = nt > 0 ? 1.f / sum : 0.f;
           if (nsplit == 1) {
             for (int d = 0; d < CGRT_MLA_DV; d++)
-              out[((long long)r * qh + h) * CGRT_MLA_DV + d] = f2bf(acc[d] / sum);
+              out[((long long)r * qh + h) * CGRT_MLA_DV + d] = f2bf(acc[d] * inv);
             lse[(long long)r * qh + h] = ls;
           } else {
             const long long slot = (long long)r + pp;
-            for (int d = 0; d < CGRT_MLA_DV; d++) part_o[(slot * qh + h) * CGRT_MLA_DV + d] = acc[d] / sum;
+            for (int d = 0; d < CGRT_MLA_DV; d++) part_o[(slot * qh + h) * CGRT_MLA_DV + d] = acc[d] * inv;
             part_lse[slot * qh + h] = ls;
           }
         }
@@ -248,9 +262,10 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
 }
 
 /* The parameter list of each role (bytes of each parameter, in order). */
-#define PARAMS_OF_CGRT__MLA_SCHEDULE 7, {8, 8, 4, 4, 4, 4, 4}
-#define PARAMS_OF_CGRT__MLA_SPLIT 20, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4}
+#define PARAMS_OF_CGRT__MLA_SCHEDULE 8, {8, 8, 4, 4, 4, 4, 4, 4}
+#define PARAMS_OF_CGRT__MLA_SPLIT 22, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4, 4}
 #define PARAMS_OF_CGRT__MLA_SPLIT_ONE_ROW PARAMS_OF_CGRT__MLA_SPLIT
+#define PARAMS_OF_CGRT__MLA_SPLIT_CAUSAL_BLOCK PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
 #define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, ref) \
   {#name, PARAMS_OF_##role, ref},

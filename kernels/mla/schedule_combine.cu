@@ -1,7 +1,8 @@
 // MLA decode: the schedule and combine kernels (host side kernels/mla/plan.c, C references
 // kernels/mla/ref.c; the step's flow: docs/mla_decode.md).
 //
-//   cgrt_mla_schedule  1 CTA: expands the per-request seq_lens to rows, clamps them, and
+//   cgrt_mla_schedule  1 CTA: expands the per-request seq_lens to rows, clamps them
+//                      (causal rows shortened: cgrt__mla_row_len), and
 //                      writes the per-row tile prefix sums (meta) from which every other
 //                      kernel derives its balanced share of the KV tiles. Steps of at most
 //                      the split kernel's block size of rows skip it: the split kernel
@@ -35,7 +36,7 @@ constexpr int TN = CGRT_MLA_TILE; // 32 tokens per tile
 
 extern "C" __global__ void __launch_bounds__(1024)
     cgrt_mla_schedule(const int *__restrict__ seq_lens, int *__restrict__ meta, int rows, int bl, int cap,
-                      int P, int min_tiles) {
+                      int P, int min_tiles, int causal) {
   __shared__ int warp_sums[32];
   __shared__ int carry;
   // The split kernel (launched with programmatic stream serialization) may start its
@@ -50,8 +51,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     const int r = base + tid;
     int len = 0;
     if (r < rows) {
-      len = seq_lens[r / bl];
-      len = len < 0 ? 0 : (len > cap ? cap : len);
+      len = cgrt__mla_row_len(seq_lens[r / bl], cap, r, bl, causal);
       row_len[r] = len;
     }
     const int tiles = (len + TN - 1) / TN;
@@ -115,11 +115,14 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
   for (int k = 0; k < K4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
   float wsum = 0.f, mx = -INFINITY; // a group without partials keeps -inf and adds 0
   // Online merge of a batch of U partials whose first one is valid.
+  // Partials of LSE -inf (a causal query row without tokens in that range) weigh 0: the
+  // exponents are taken against mu, 0 while every partial so far is empty.
   auto merge = [&](float(&w)[U], float4(&v)[U][K4]) {
-    float mn = mx; // partial 0 of the batch is valid, so mn is finite from here on
+    float mn = mx;
 #pragma unroll
     for (int u = 0; u < U; u++) mn = fmaxf(mn, w[u]);
-    const float al = __expf(mx - mn);
+    const float mu = mn == -INFINITY ? 0.f : mn;
+    const float al = __expf(mx - mu);
     mx = mn;
     wsum *= al;
 #pragma unroll
@@ -128,7 +131,7 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const float e = __expf(w[u] - mn);
+      const float e = __expf(w[u] - mu);
       wsum += e;
 #pragma unroll
       for (int k = 0; k < K4; k++) {
@@ -187,23 +190,24 @@ __device__ __forceinline__ void combine_pass(const float *__restrict__ part_o, c
     swmax[grp] = mx;
   }
   __syncthreads();
-  float M = swmax[0]; // group 0 holds partial 0: finite
+  float M = swmax[0];
 #pragma unroll
   for (int g = 1; g < NG; g++) M = fmaxf(M, swmax[g]);
+  const float Mu = M == -INFINITY ? 0.f : M; // -inf: every partial empty (output 0, LSE -inf)
   const int t = threadIdx.x;
   if (t < W4) {
     float ws = 0.f;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int g = 0; g < NG; g++) {
-      const float f = __expf(swmax[g] - M); // 0 for a group without partials
+      const float f = __expf(swmax[g] - Mu); // 0 for a group without partials
       const float4 x = sacc[g * W4 + t];
       ws += swsum[g] * f;
       a.x += f * x.x; a.y += f * x.y; a.z += f * x.z; a.w += f * x.w;
     }
     // Float4 column t = cl + LPP k of every group (lane cl, its k-th float4).
-    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, a, 1.f / ws);
-    if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = M + logf(ws);
+    store_bf16x4(out + ((long long)r * qh + h) * DV + col0 + t * 4, a, ws > 0.f ? 1.f / ws : 0.f);
+    if (t == 0 && col0 == 0) lse[(long long)r * qh + h] = ws > 0.f ? M + logf(ws) : -INFINITY;
   }
 }
 

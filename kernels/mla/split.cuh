@@ -73,7 +73,7 @@ __device__ __forceinline__ int ranges_in_use(int T, int P, int min_tiles, int ro
 }
 
 // Fused schedule (seq_lens != nullptr, rows <= NT, whole CTA): the per-row lengths
-// (clamped to cap) and tile prefix sums as cgrt_mla_schedule computes them, into s_meta
+// (cgrt__mla_row_len: clamped to cap, causal rows shortened) and tile prefix sums as cgrt_mla_schedule computes them, into s_meta
 // (2 NT + 2 ints; s_wsum: NT / 32 ints); CTA (0, 0) also writes them to meta for the
 // combine kernel, unless publish is false (then the caller calls publish_meta later).
 // Returns s_meta, or meta when seq_lens is nullptr (the schedule kernel ran).
@@ -85,14 +85,11 @@ __device__ __forceinline__ void publish_meta(const int *s_meta, const int *meta,
 template <int NT>
 __device__ __forceinline__ const int *fused_schedule(int *s_meta, int *s_wsum, const int *__restrict__ seq_lens,
                                                      const int *meta, int rows, int bl, int cap, int P,
-                                                     int min_tiles, bool publish = true) {
+                                                     int min_tiles, int causal, bool publish = true) {
   if (seq_lens == nullptr) return meta;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int len = 0;
-  if (tid < rows) {
-    len = seq_lens[tid / bl];
-    len = len < 0 ? 0 : (len > cap ? cap : len);
-  }
+  if (tid < rows) len = cgrt__mla_row_len(seq_lens[tid / bl], cap, tid, bl, causal);
   const int tiles = (len + CGRT_MLA_TILE - 1) / CGRT_MLA_TILE;
   int x = tiles;
 #pragma unroll
@@ -221,11 +218,21 @@ __device__ __forceinline__ void store_bf16x4(__nv_bfloat16 *dst, float4 v, float
 }
 
 // Merges the n partials (slots slot0..) of row r for heads [h0, h1): one warp per head.
+// Partials of LSE -inf (no tokens) weigh 0; a head whose partials are all empty gets
+// output 0 and LSE -inf.
 static __device__ void combine_heads(const float *part_o, const float *part_lse, __nv_bfloat16 *out,
                                            float *lse, int r, int qh, int h0, int h1, int slot0, int n,
                                            int warp, int nwarps, int lane) {
   for (int h = h0 + warp; h < h1; h += nwarps) {
     const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
+    if (mx == -INFINITY) {
+      // Every partial empty (a causal query row of no tokens in a request split over
+      // ranges, kernels/mla/split_m64_wgmma.cu): output 0, LSE -inf, as a padding row.
+      __nv_bfloat16 *o = out + ((long long)r * qh + h) * CGRT_MLA_DV;
+      for (int i = lane; i < CGRT_MLA_DV / 8; i += 32) reinterpret_cast<uint4 *>(o)[i] = make_uint4(0, 0, 0, 0);
+      if (lane == 0) lse[(long long)r * qh + h] = -INFINITY;
+      continue;
+    }
     float4 acc[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);

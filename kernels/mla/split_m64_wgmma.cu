@@ -1,5 +1,6 @@
-// MLA decode split kernel for 17 to 64 query heads per CTA on wgmma (sm_90a):
-// cgrt_mla_split_m64_wgmma. Same parameters, schedule, ranges, partial slots and
+// MLA decode split kernels for 17 to 64 query heads per CTA on wgmma (sm_90a):
+// cgrt_mla_split_m64_wgmma, and cgrt_mla_split_m64_causal for causal verify blocks whose
+// rows run together (per-row lengths, BLOCK below). Same parameters, schedule, ranges, partial slots and
 // last-CTA counter merge as every split kernel (kernels/mla/split.cuh), so the schedule
 // and combine kernels and the C reference (kernels/mla/ref.c) serve them all.
 // Host side: kernels/mla/plan.c; design: docs/mla_decode.md.
@@ -40,11 +41,19 @@ constexpr int kBytes = 1024 + kQBytes + STAGES * kStageBytes + kPBytes + SMALL_B
 static_assert(kBytes == CGRT_MLA_M64_WGMMA_SMEM, "the kernel table passes CGRT_MLA_M64_WGMMA_SMEM");
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 
+// BLOCK = 1 (cgrt_mla_split_m64_causal): each "row" is a request whose qh query rows are
+// mk causal block rows of qh / mk heads (the plan runs a block's rows together so that
+// each KV tile is read once per request); query row h sees
+// cgrt__mla_row_len(len, cap, h / (qh / mk), mk, 1) tokens, len being the request's.
+// Rows may then see no token of a stage, a segment or the whole request: their maxima
+// stay -inf (exponents taken against 0), their sums 0, and they leave output 0 / LSE
+// -inf (a partial of LSE -inf weighs 0 in both merges).
+template <int BLOCK>
 __device__ __forceinline__ void split_m64_wgmma(
     const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,
     const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse, float *__restrict__ part_o,
     float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows, int qh, int hg, int P, int mbps,
-    int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles) {
+    int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles, int causal, int mk) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
@@ -66,7 +75,8 @@ __device__ __forceinline__ void split_m64_wgmma(
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
 
   // Fused schedule (seq_lens != nullptr, rows <= NT): as cgrt_mla_schedule computes it.
-  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+  const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
+                                                        causal);
   const int *row_len = mb;
   const int *ts = mb + rows;
   const int h_begin = g * hg;
@@ -90,6 +100,13 @@ __device__ __forceinline__ void split_m64_wgmma(
     // Stages [ja, ja + n) of 32 tokens, the last one holding a token below len.
     const int n = (min(jb * TN, len) + kTS - 1) / kTS - ja;
     const int *btr = bt + (long long)(r / bl) * mbps;
+    // Tokens each of this thread's two query rows sees (BLOCK: its block row's length).
+    int len0 = len, len1 = len;
+    if (BLOCK) {
+      const int per = qh / mk;
+      len0 = cgrt__mla_row_len(len, cap, min(hrow0, qh - 1) / per, mk, 1);
+      len1 = cgrt__mla_row_len(len, cap, min(hrow1, qh - 1) / per, mk, 1);
+    }
 
     // A 32-token stage spans at most two pages (page size >= 16): the pages of tokens
     // 0-15 and 16-31 of tile j.
@@ -159,9 +176,9 @@ __device__ __forceinline__ void split_m64_wgmma(
       for (int j = 0; j < 2; j++) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          const bool ok = tok0 + 8 * j + e < len;
-          s[4 * j + e] = ok ? s[4 * j + e] * sl2 : -INFINITY;
-          s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+          const bool ok0 = tok0 + 8 * j + e < len0, ok1 = tok0 + 8 * j + e < len1;
+          s[4 * j + e] = ok0 ? s[4 * j + e] * sl2 : -INFINITY;
+          s[4 * j + 2 + e] = ok1 ? s[4 * j + 2 + e] * sl2 : -INFINITY;
           mx0 = fmaxf(mx0, s[4 * j + e]);
           mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
         }
@@ -172,7 +189,8 @@ __device__ __forceinline__ void split_m64_wgmma(
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
     };
     auto softmax2 = [&](float (&s)[8], float mx0, float mx1) {
-      // Tokens 0-15 of a stage always hold one below len: the merged maximum is finite.
+      // Tokens 0-15 of a stage always hold one below len: the merged maximum is finite
+      // (BLOCK: but for rows of a shorter block row; exponents against 0 then).
       if (t4 == 0) {
         s_red[wg * 64 + tr0] = mx0;
         s_red[wg * 64 + tr1] = mx1;
@@ -180,10 +198,15 @@ __device__ __forceinline__ void split_m64_wgmma(
       bar_named(1, NT);
       mx0 = fmaxf(mx0, s_red[(wg ^ 1) * 64 + tr0]);
       mx1 = fmaxf(mx1, s_red[(wg ^ 1) * 64 + tr1]);
-      const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-      const float al0 = ex2(m0 - mn0), al1 = ex2(m1 - mn1);
+      float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+      const float al0 = ex2(m0 - (BLOCK && mn0 == -INFINITY ? 0.f : mn0));
+      const float al1 = ex2(m1 - (BLOCK && mn1 == -INFINITY ? 0.f : mn1));
       m0 = mn0;
       m1 = mn1;
+      if (BLOCK) {
+        mn0 = mn0 == -INFINITY ? 0.f : mn0;
+        mn1 = mn1 == -INFINITY ? 0.f : mn1;
+      }
       float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
       for (int j = 0; j < 2; j++) {
@@ -246,9 +269,13 @@ __device__ __forceinline__ void split_m64_wgmma(
     __syncthreads();
     l0 += s_red[(wg ^ 1) * 64 + tr0];
     l1 += s_red[(wg ^ 1) * 64 + tr1];
-    const float i0 = 1.f / l0, i1 = 1.f / l1;
-    const float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
-    const float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
+    float i0 = 1.f / l0, i1 = 1.f / l1;
+    float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
+    float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
+    if (BLOCK) { // a row without tokens here: output (or partial) 0, LSE -inf
+      if (!(l0 > 0.f)) { i0 = 0.f; lse0 = -INFINITY; }
+      if (!(l1 > 0.f)) { i1 = 0.f; lse1 = -INFINITY; }
+    }
     const int c0 = wg * 256 + 2 * t4;
     if (nsplit == 1) {
       bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + c0;
@@ -288,5 +315,10 @@ __device__ __forceinline__ void split_m64_wgmma(
 // 17 to 64 query heads per CTA: S, softmax, P.V in turn per 32-token stage, 3 stages,
 // copy loop unrolled.
 extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma(CGRT_WG_PARAMS) {
-  split_m64_wgmma(CGRT_WG_ARGS);
+  split_m64_wgmma<0>(CGRT_WG_ARGS);
+}
+// The same for causal verify blocks run together: 17 to 64 query rows (block rows x
+// heads) of one request per CTA, per-row lengths (BLOCK above).
+extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_causal(CGRT_WG_PARAMS) {
+  split_m64_wgmma<1>(CGRT_WG_ARGS);
 }

@@ -258,7 +258,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
-                                          int cap, int min_tiles) {
+                                          int cap, int min_tiles, int causal, int mk) {
+  (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
@@ -517,7 +518,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pga, pgb);
   } else {
-    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles);
+    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
+                                                        causal);
     const int *row_len = mb;
     const int *ts = mb + rows;
     const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);

@@ -98,7 +98,7 @@ class GraphsOptions(Structure):
                 ("buffers", POINTER(BufferDesc)), ("num_buffers", c_size_t), ("meta", GraphMeta),
                 ("replay_mode", c_int), ("checked_replay", c_int), ("fail_past_largest", c_int),
                 ("stream", CUstream), ("draft_steps", c_int), ("draft_rebuild", DRAFT_REBUILD_FN),
-                ("draft_while", c_int), ("device_patch", c_int)]
+                ("draft_while", c_int), ("device_patch", c_int), ("verify_len", c_int)]
 
 
 class Binding(Structure):
@@ -127,7 +127,7 @@ class MlaOptions(Structure):
     _fields_ = [("size", c_size_t), ("max_num_seqs", c_int), ("block_len", c_int), ("heads", c_int),
                 ("dcp_world_size", c_int), ("page_size", c_int), ("max_model_len", c_int),
                 ("max_blocks_per_seq", c_int), ("combine", c_int), ("lane", c_int),
-                ("programmatic_launch", c_int)]
+                ("programmatic_launch", c_int), ("causal", c_int)]
 
 
 class MlaPlanInfo(Structure):
@@ -135,7 +135,7 @@ class MlaPlanInfo(Structure):
                 ("head_tile", c_int), ("heads_per_cta", c_int), ("head_groups", c_int),
                 ("splits", c_int), ("workspace_bytes", c_size_t), ("counter_bytes", c_size_t),
                 ("fixed_split_bytes", c_size_t), ("split_kernel", c_char_p),
-                ("one_row_kernel", c_char_p), ("counters_min_rows", c_int)]
+                ("one_row_kernel", c_char_p), ("counters_min_rows", c_int), ("kv_shared", c_int)]
 
 
 class MlaArgs(Structure):

@@ -21,13 +21,13 @@ from .runtime import DeviceArray
 
 __all__ = ["GraphSet", "Batch", "MODES", "REPLAY_MODES", "DIRECTIONS"]
 
-MODES = {"decode": 0, "block": 1}
+MODES = {"decode": 0, "block": 1, "verify": 2}
 REPLAY_MODES = {"pointer_update": 0, "copy_in": 1, "exec_update": 2}
 DIRECTIONS = {"in": 1, "out": 2, "inout": 3}
 _MODE_NAMES = {v: k for k, v in MODES.items()}
 _META_BUFFERS = ("req_seq_lens", "req_positions", "block_table", "seq_lens", "positions",
                  "slot_mapping", "draft_remaining")
-_MODE_FAST = {"decode": 0, "block": 1}
+_MODE_FAST = {"decode": 0, "block": 1, "verify": 2}
 _CALLBACK_FAILED = 15
 _COPY_IN = REPLAY_MODES["copy_in"]
 # cgrt_binding as 64-bit words (int buffer + padding, ptr, bytes): the per-step path writes
@@ -38,8 +38,8 @@ assert ctypes.sizeof(_lib.Binding) % 8 == 0 and _lib.Binding.ptr.offset % 8 == 0
 
 
 class Batch:
-    """What the step is asked to launch (cgrt_batch_desc): ``mode`` ("decode" or
-    "block"), ``block_len``, ``num_reqs``, ``rows``, ``padded_reqs``, ``padded_rows`` (the
+    """What the step is asked to launch (cgrt_batch_desc): ``mode`` ("decode", "block" or
+    "verify": causal blocks), ``block_len``, ``num_reqs``, ``rows``, ``padded_reqs``, ``padded_rows`` (the
     rows the launched work must cover), ``capturing`` (True under stream capture: no
     synchronization, no reading results back), ``draft_step``, ``while_body``,
     ``stream`` (the CUstream as an int), ``addresses`` (current address per buffer id).

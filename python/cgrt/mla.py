@@ -26,7 +26,7 @@ class MlaPlan(Handle):
     """cgrt_mla_plan. Keyword options are those of cgrt_mla_options with the C defaults:
     max_num_seqs, heads and max_model_len (required), block_len, dcp_world_size,
     page_size, max_blocks_per_seq, combine ("workspace", "counters", "auto"), lane,
-    programmatic_launch. Create it during warm-up, before the workspace lock."""
+    programmatic_launch, causal (1: causal verify rows). Create it during warm-up, before the workspace lock."""
 
     _kind = "mla plan"
 

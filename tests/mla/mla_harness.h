@@ -47,6 +47,8 @@ struct Case {
   long long page_base = 0;  // first KV page used (64-bit addressing test)
   int launches = 2;         // launches per check (counters must come back to 0)
   int programmatic_launch = 0;  // cgrt_mla_options.programmatic_launch
+  int causal = 0;               // cgrt_mla_options.causal (verify rows)
+  int num_rows = 0;             // rows of the step (0: reqs x block_len, every request)
 };
 
 // The rows of kernels/mla/kernel_table.h.
@@ -158,7 +160,8 @@ class Harness : public ::testing::Test {
     SCOPED_TRACE(what);
     std::mt19937 rng(case_seed(c));
     std::uniform_real_distribution<float> uni(-1.f, 1.f);
-    const int rows = c.reqs * c.block_len, qh = c.heads * c.dcp;
+    const int max_rows = c.reqs * c.block_len, qh = c.heads * c.dcp;
+    const int rows = c.num_rows > 0 ? c.num_rows : max_rows;
     int maxlen = 1;
     for (int l : c.lens) maxlen = std::max(maxlen, l);
     const int mbps = (maxlen + c.page_size - 1) / c.page_size;
@@ -174,13 +177,14 @@ class Harness : public ::testing::Test {
     o.max_blocks_per_seq = mbps;
     o.combine = c.combine;
     o.programmatic_launch = c.programmatic_launch;
+    o.causal = c.causal;
     cgrt_mla_plan *plan = nullptr;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
     check_plan(plan);
 
     // Inputs: random bf16 Q and used KV pages; block table = shuffled pages.
     const long long used = (long long)c.reqs * mbps;
-    std::vector<uint16_t> q((size_t)rows * qh * D), kv((size_t)used * c.page_size * D);
+    std::vector<uint16_t> q((size_t)max_rows * qh * D), kv((size_t)used * c.page_size * D);
     for (auto &x : q) x = f2bf(uni(rng));
     for (auto &x : kv) x = f2bf(uni(rng));
     std::vector<int> bt(used);
@@ -228,11 +232,13 @@ class Harness : public ::testing::Test {
     last_out_ = out;
     last_lse_ = lse;
 
-    // Host fp32 reference, full context per row.
+    // Host fp32 reference, full context per row (causal: row j of a block of k sees
+    // k - 1 - j tokens fewer, at least 0).
     double num = 0, den = 0, max_dlse = 0;
     std::vector<float> sc, acc(DV), qf(D);
     for (int r = 0; r < rows; r++) {
-      const int len = std::max(0, c.lens[r / c.block_len]);
+      const int shorter = c.causal ? c.block_len - 1 - r % c.block_len : 0;
+      const int len = std::max(0, c.lens[r / c.block_len] - shorter);
       const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
       for (int h = 0; h < qh; h++) {
         const size_t oi = ((size_t)r * qh + h) * DV;

@@ -28,7 +28,9 @@ namespace {
 
 using namespace mla_test;
 
-bool is_split(const cgrt__mla_kernel &k) { return k.role == CGRT__MLA_SPLIT || k.role == CGRT__MLA_SPLIT_ONE_ROW; }
+bool is_split(const cgrt__mla_kernel &k) {
+  return k.role == CGRT__MLA_SPLIT || k.role == CGRT__MLA_SPLIT_ONE_ROW || k.role == CGRT__MLA_SPLIT_CAUSAL_BLOCK;
+}
 
 TEST(MlaKernelTable, EveryRowHasItsReference) {
   std::set<std::string> names;
@@ -41,7 +43,8 @@ TEST(MlaKernelTable, EveryRowHasItsReference) {
     const cgrt__ref_kernel *r = cgrt__ref_kernel_find(k.name);
     ASSERT_NE(r, nullptr) << "no C reference in kernels/mla/ref.c";
     EXPECT_NE(r->fn, nullptr);
-    EXPECT_EQ(r->num_params, is_split(k) ? 20u : 7u);  // the launch's argument lists in plan.c
+    // The launch's argument lists in plan.c.
+    EXPECT_EQ(r->num_params, is_split(k) ? 22u : k.role == CGRT__MLA_SCHEDULE ? 8u : 7u);
     EXPECT_GT(k.threads, 0);
     EXPECT_GE(k.smem, 0);
     EXPECT_LE(k.smem, 227 * 1024);
@@ -123,7 +126,14 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
       Case c;
       c.page_size = ps;
       c.heads = is_split(k) ? k.hg_max : 16;
-      if (k.role == CGRT__MLA_SPLIT_ONE_ROW) {
+      if (k.role == CGRT__MLA_SPLIT_CAUSAL_BLOCK) {
+        // Causal verify blocks run together: hg_max query rows = 4 block rows x heads.
+        c.heads = k.hg_max / 4;
+        c.block_len = 4;
+        c.causal = 1;
+        c.reqs = 3;
+        c.lens = {emulated_ ? 700 : 5000, 2, 300};
+      } else if (k.role == CGRT__MLA_SPLIT_ONE_ROW) {
         c.reqs = 1;
         c.lens = {emulated_ ? 700 : 8192};
       } else if (k.role == CGRT__MLA_SCHEDULE) {
@@ -134,7 +144,7 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
         c.lens = {emulated_ ? 700 : 5000, 0, 300};
       }
       for (cgrt_mla_combine cb : kBoth) {
-        if (cb == CGRT_MLA_COMBINE_COUNTERS && k.role != CGRT__MLA_SPLIT) continue;
+        if (cb == CGRT_MLA_COMBINE_COUNTERS && k.role != CGRT__MLA_SPLIT && k.role != CGRT__MLA_SPLIT_CAUSAL_BLOCK) continue;
         c.combine = cb;
         launched_.clear();
         check(c, what + (cb ? ", counters" : ", workspace"));

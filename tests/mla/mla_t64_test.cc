@@ -52,10 +52,16 @@ TEST_F(MlaT64, BlockRowsDcpPaddingLongRows) {
     Case c;
     c.reqs = 3;
     c.block_len = 3;
+    c.heads = 4;  // 12 query rows a block: the rows apart, on this kernel (tests/mla/mla_block_test.cc)
     c.page_size = 32;
     c.lens = {100, 0, emulated_ ? 400 : 5000};
     c.combine = cb;
     check(c, std::string("block rows k=3") + (cb ? " counters" : " workspace"));
+    c.block_len = 4;
+    c.causal = 1;  // causal verify rows, the rows apart: per-row lengths from the schedule
+    c.lens = {100, 2, emulated_ ? 400 : 5000};
+    check(c, std::string("causal rows k=4") + (cb ? " counters" : " workspace"));
+    c.causal = 0;
     c.block_len = 1;
     c.heads = 8;
     c.dcp = 2;  // 16 query heads
