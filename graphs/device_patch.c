@@ -144,6 +144,8 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
     st = CGRT__CU(drv, cuMemAllocHost, ((void **)&e->ring, ring_bytes), CGRT_ERROR_DRIVER,
                   "graph set: device patch mailbox (pinned)");
   if (st != CGRT_SUCCESS) goto out;
+  e->table_bytes = site_bytes + start_bytes + 16;
+  e->pinned_bytes = ring_bytes;
   memset(e->ring, 0, ring_bytes);
   ((cgrt__dpatch_ring *)(void *)e->ring)->cap = e->dcap;
   ((cgrt__dpatch_ring *)(void *)e->ring)->stride = CGRT__DPATCH_SLOT_BYTES(ngroups);
@@ -232,4 +234,5 @@ void gx_dpatch_free(cgrt_graphs *set, gx_exec *e) {
   e->dmem = 0;
   e->ring = NULL;
   e->dpatch = 0;
+  e->table_bytes = e->pinned_bytes = 0;
 }
