@@ -83,6 +83,9 @@ from config import FULL, REDUCED, vllm_capture_sizes, with_layers  # noqa: E402
 from engine import Engine, io_buffers, pages_for, summarize_ms  # noqa: E402
 from model import Exec, weight_bytes  # noqa: E402
 
+sys.path.insert(0, HERE)
+from floor import Floors  # noqa: E402
+
 RING = 4
 
 
@@ -196,6 +199,121 @@ class TorchGraphs:
         self.graphs[B].replay()
 
 
+def _cgrt_capture(eng, **kw):
+    """One capture of the decode bucket set: (set, wall seconds)."""
+    gs = eng.new_decode_set(**kw)
+    t0 = time.perf_counter()
+    gs.capture()
+    return gs, time.perf_counter() - t0
+
+
+def _breakdown(gs, wall):
+    b = [x for x in gs.buckets() if x["captured"]]
+    cap, back = sum(x["capture_seconds"] for x in b), sum(x["instantiate_seconds"] for x in b)
+    return {"seconds_wall": wall, "buckets": len(b), "capture_seconds_sum": cap,
+            "index_instantiate_upload_seconds_sum": back,
+            "rest_seconds": wall - cap - back,
+            "note": "capture_seconds_sum: stream capture of the Python step, per bucket, summed; "
+                    "index_instantiate_upload_seconds_sum: parameter index, device-patch marks, "
+                    "instantiate, upload and its wait, summed (on cgrt's worker thread, overlapped "
+                    "with the next capture, unless serial); rest: warm-up runs, patch tables, "
+                    "Python and the part of the back half that does not overlap"}
+
+
+def capture_bench(be, eng, stream, bt_static):
+    """Capture of the bucket set, cgrt against torch.cuda.graph, and graph memory per
+    bucket. Order: one untimed eager step at the largest size first (the process's lazy
+    initialisation is paid by nobody), then cgrt's variants, then torch's."""
+    names = ("token_ids", "req_seq_lens", "req_positions", "block_table")
+    eng.eager_decode({k: eng.dec[k] for k in names}, 1, eng.S)
+    be.synchronize()
+    cap = {"sizes": eng.decode_sizes, "order": "untimed eager step; cgrt variants (per-bucket warm-up serial, "
+           "warm-up once serial, cgrt default); torch per-bucket warm-up; torch one warm-up"}
+    variants = {}
+    if not be.emulated:
+        for name, kw in (("warmup_each_serial", dict(warmup_once=0, serial_capture=1)),
+                         ("warmup_once_serial", dict(warmup_once=1, serial_capture=1))):
+            # a pool of their own, given back at close (the engine's shared pool stays for its sets)
+            gs, wall = _cgrt_capture(eng, torch_pool=None, **kw)
+            variants[name] = _breakdown(gs, wall)
+            gs.close()
+            say(f"cgrt capture ({name}): {wall:.3f} s")
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # the variants' pools, outside every timed part
+    # the set the benchmark uses: warm-up once, instantiation on cgrt's worker thread
+    gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
+    r0 = torch.cuda.memory_reserved() if not be.emulated else None
+    f0 = free_bytes() if not be.emulated else None
+    secs = eng.capture_decode(account_pool=True)
+    f1 = free_bytes() if not be.emulated else None
+    r1 = torch.cuda.memory_reserved() if not be.emulated else None
+    gs = eng.decode_set
+    st = gs.stats()
+    variants["default"] = _breakdown(gs, secs)
+    buckets = gs.buckets()
+    growth = dict(gs.pool_log())  # rows -> pool growth during its capture
+    per_bucket = []
+    for b in buckets:
+        if not b["captured"]:
+            continue
+        pg = growth.get(b["rows"])
+        per_bucket.append({"rows": b["rows"], "pool_growth_bytes": pg, "memory_node_bytes": b["memory_bytes"],
+                           "cgrt_table_bytes": b["table_bytes"], "cgrt_pinned_host_bytes": b["pinned_bytes"],
+                           "total_device_bytes": None if pg is None else pg + b["memory_bytes"] + b["table_bytes"],
+                           "nodes": b["nodes"], "patch_sites": b["patch_sites"]})
+    pool_total = None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0
+    tables = sum(b["cgrt_table_bytes"] for b in per_bucket)
+    memnodes = sum(b["memory_node_bytes"] for b in per_bucket)
+    cgrt_total = None if pool_total is None else pool_total + memnodes + tables
+    cap["cgrt"] = {
+        "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "breakdown": variants,
+        "buckets": buckets, "nodes": st["nodes"], "memory_per_bucket": per_bucket,
+        "pool_bytes": pool_total, "pool_growth_sum_bytes": sum(b["pool_growth_bytes"] or 0 for b in per_bucket),
+        "memory_node_bytes": memnodes, "cgrt_table_bytes": tables,
+        "cgrt_pinned_host_bytes": sum(b["cgrt_pinned_host_bytes"] for b in per_bucket),
+        "graph_memory_total_bytes": cgrt_total,
+        "driver_delta_bytes_total": None if f0 is None else f0 - f1,
+        "driver_side_bytes": None if f0 is None else (f0 - f1) - (r1 - r0),
+        "memory_note": "per bucket: the growth of the set's private torch pool while that bucket's step "
+                       "ran under capture (torch.cuda.memory_reserved before and after, on the capturing "
+                       "thread: only the pool can grow then), plus its graph memory nodes (driver count) "
+                       "and cgrt's device patch table (bytes allocated). pool_bytes: the pool's segments "
+                       "(torch.cuda.memory_snapshot) after the capture, minus before. graph_memory_total: "
+                       "pool + memory nodes + cgrt tables. driver_side_bytes: free device memory lost "
+                       "across the capture minus torch's reserved growth: executable graphs' driver "
+                       "storage plus cgrt's tables (no API reports the executables' storage exactly)"}
+    say(f"cgrt captured {st['buckets']} buckets in {secs:.3f} s ({st['nodes']} nodes); graph memory "
+        f"{(cgrt_total or 0) / 2**20:.2f} MiB (pool {(pool_total or 0) / 2**20:.2f} MiB + memory nodes "
+        f"{memnodes} B + cgrt tables {tables} B)")
+    if be.emulated:
+        return cap
+    # ---- capture: torch ----
+    tg = TorchGraphs(eng, eng.decode_sizes, stream)
+    r0, f0 = torch.cuda.memory_reserved(), free_bytes()
+    tsecs = tg.capture(bt_static)
+    r1, f1 = torch.cuda.memory_reserved(), free_bytes()
+    tpool = pool_bytes(tg.pool)
+    cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": tpool,
+                    "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
+                    "driver_delta_bytes_total": f0 - f1, "driver_side_bytes": (f0 - f1) - (r1 - r0),
+                    "what": "per bucket, largest first: one eager run of the step on the capture side "
+                            "stream, synchronize, torch.cuda.graph(g, pool=shared, stream=side) around "
+                            "the same step (capture + instantiate); gc.collect and empty_cache off (vLLM). "
+                            "Memory measurements between buckets are outside the timed part"}
+    cap["cgrt_over_torch"] = secs / tsecs
+    cap["graph_memory_cgrt_over_torch_pool"] = None if not (cgrt_total and tpool) else cgrt_total / tpool
+    say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.3f} s; cgrt/torch = {secs / tsecs:.2f}; "
+        f"graph memory cgrt {(cgrt_total or 0) / 2**20:.2f} MiB vs torch pool {(tpool or 0) / 2**20:.2f} MiB")
+    tfirst = tg.capture(bt_static, warmup="first")
+    cap["warmup_first_only"] = {"torch_seconds_wall": tfirst,
+                                "cgrt_seconds_wall": variants["default"]["seconds_wall"],
+                                "note": "torch with one eager run before the largest bucket only (not what "
+                                        "vLLM does), against cgrt's default (warm-up once)"}
+    say(f"torch with one warm-up for the set: {tfirst:.3f} s (cgrt/that = {secs / tfirst:.2f})")
+    cap["_torch_graphs"] = tg
+    return cap
+
+
 def make_ring(eng, n, ctx, block_table_host, rng_seed):
     """RING input sets for n requests at context ctx, each set its own tensors: request
     level (cgrt) and row level, padding rows inert (torch graph, eager)."""
@@ -289,8 +407,17 @@ def host_overhead(pt, floor_us):
     m = pt["methods"]
     get = lambda k: m[k]["host_us"]["p50"] if k in m and m[k]["host_us"] else None  # noqa: E731
     pkg, raw, allb = get("cgrt"), get("cgrt_raw"), get("cgrt_rebind_all")
+    prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
     h = {"target_us": HOST_TARGET_US, "package_us_p50": pkg, "raw_us_p50": raw, "rebind_all_us_p50": allb,
-         "ctypes_floor_us_p50": floor_us}
+         "ctypes_floor_us_p50": floor_us, "prepared_us_p50": prep, "nobind_us_p50": nob,
+         "launch_floor_us_p50": lf}
+    if prep is not None:
+        h["prepared_meets_target"] = prep <= HOST_TARGET_US
+        if lf is not None:
+            h["prepared_minus_launch_floor_us"] = prep - lf
+        say(f"  prepared step {prep:.1f} us ({'met' if prep <= HOST_TARGET_US else 'NOT met'}); floors: no-binding "
+            f"step {nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch "
+            f"{lf if lf is None else round(lf, 1)} us")
     if pkg is not None and raw is not None:
         h["package_minus_raw_us"] = pkg - raw
         h["c_call_estimate_us"] = raw - floor_us
@@ -311,13 +438,14 @@ def host_summary(out):
     if not rows:
         return
     say(f"host time per step p50 (us) against the {HOST_TARGET_US:.0f} us target "
-        f"(package = GraphSet.step with 3 bindings; raw = one ctypes call, prebuilt bindings; "
-        f"C ~ raw - ctypes floor):")
+        f"(prepared = PreparedStep, 3 bindings; package = GraphSet.step with 3 bindings; raw = one typed "
+        f"ctypes call, prebuilt bindings; floors: step without bindings, bare cuGraphLaunch):")
     for r in rows:
         fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
-        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: package {fmt(r['package_us_p50'])} raw "
-            f"{fmt(r['raw_us_p50'])} C ~{fmt(r.get('c_call_estimate_us'))} rebind-all {fmt(r['rebind_all_us_p50'])}"
-            f"  {'OK' if r.get('package_meets_target') else 'over target'}")
+        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: prepared {fmt(r.get('prepared_us_p50'))} package "
+            f"{fmt(r['package_us_p50'])} raw {fmt(r['raw_us_p50'])} nobind {fmt(r.get('nobind_us_p50'))} launch "
+            f"{fmt(r.get('launch_floor_us_p50'))} rebind-all {fmt(r['rebind_all_us_p50'])}"
+            f"  {'OK' if r.get('prepared_meets_target') else 'over target'}")
 
 
 def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
@@ -362,6 +490,14 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
                 iters = max(8, min(args.iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
             run("cgrt_raw", raw_step_fn(eng, ring, n, names), iters, 2)
             gs.step(n, bind={k: ring[0][k] for k in names})  # the package's view in line again
+            preps = [gs.prepare({k: inp[k] for k in names}) for inp in ring]
+            run("cgrt_prepared", lambda i: preps[i % RING](n), iters, 2)
+            fl = Floors(gs, B)
+            run("cgrt_nobind", lambda i: fl.nobind(n), iters, 2)
+            if fl.launch_fn is not None:
+                run("launch_floor", fl.launch, iters, 2)
+                fl.after_launches()  # the bare launches left the bucket's mailbox out of step
+            gs.step(n, bind={k: ring[0][k] for k in names})
             run("cgrt_rebind_all", lambda i: gs.step(n, bind={"block_table": bt_ring[i % RING],
                                                               **{k: ring[i % RING][k] for k in names}}), iters, 2)
             gs.step(n, bind={"block_table": bt_static})
@@ -530,8 +666,9 @@ def plots(out, folder):
     files = []
     pts = [p for p in out.get("points", []) if "methods" in p]
     ctxs = sorted({p["context"] for p in pts})
-    methods = ["cgrt", "cgrt_raw", "cgrt_rebind_all", "torch_graph", "eager"]
-    style = {"cgrt": "o-", "cgrt_raw": "s--", "cgrt_rebind_all": "^:", "torch_graph": "D-", "eager": "x-"}
+    methods = ["cgrt_prepared", "cgrt", "cgrt_raw", "cgrt_rebind_all", "launch_floor", "torch_graph", "eager"]
+    style = {"cgrt_prepared": "P-", "cgrt": "o-", "cgrt_raw": "s--", "cgrt_rebind_all": "^:", "launch_floor": "v--",
+             "torch_graph": "D-", "eager": "x-"}
     gpu = out["meta"].get("gpu") or out["meta"].get("device")
     for ctx in ctxs:
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -644,40 +781,8 @@ def main(argv=None):
             f"{pi['fixed_split_bytes'] / 2**20:.2f} MiB ({pi['splits']} splits, {pi['split_kernel']})")
 
         # ---- capture: cgrt ----
-        gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
-        f0 = free_bytes() if not be.emulated else None
-        secs = eng.capture_decode()
-        f1 = free_bytes() if not be.emulated else None
-        st = eng.decode_set.stats()
-        cap = {"sizes": eng.decode_sizes, "cgrt": {
-            "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "buckets": eng.decode_set.buckets(),
-            "graph_memory_bytes_reported": st["graph_memory_bytes"], "nodes": st["nodes"],
-            "driver_delta_bytes_total": None if f0 is None else f0 - f1,
-            "pool_bytes": None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0}}
-        say(f"cgrt captured {st['buckets']} buckets in {secs:.2f} s ({st['nodes']} nodes, "
-            f"{st['graph_memory_bytes'] / 2**20:.1f} MiB reported)")
-        # ---- capture: torch ----
-        tg = None
-        if not be.emulated:
-            tg = TorchGraphs(eng, eng.decode_sizes, stream)
-            tsecs = tg.capture(bt_static)
-            cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": pool_bytes(tg.pool),
-                            "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
-                            "driver_delta_bytes_total": sum(b["driver_delta_bytes"] for b in tg.buckets)}
-            say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.2f} s; cgrt/torch = {secs / tsecs:.2f}")
-            # the same with one warm-up for the whole set (before the largest bucket), both sides
-            tfirst = tg.capture(bt_static, warmup="first")
-            gs1 = eng.new_decode_set(warmup_runs=0)
-            t0 = time.perf_counter()
-            eng.eager_decode({k: eng.dec[k] for k in ("token_ids", "req_seq_lens", "req_positions", "block_table")},
-                             1, eng.S)
-            gs1.capture()
-            cfirst = time.perf_counter() - t0
-            gs1.close()
-            cap["warmup_first_only"] = {"cgrt_seconds_wall": cfirst, "torch_seconds_wall": tfirst,
-                                        "note": "one eager run before the largest bucket, none before the others"}
-            say(f"with one warm-up for the whole set: cgrt {cfirst:.2f} s, torch {tfirst:.2f} s "
-                f"(cgrt/torch = {cfirst / tfirst:.2f})")
+        cap = capture_bench(be, eng, stream, bt_static)
+        tg = cap.pop("_torch_graphs", None)
         out["capture"] = cap
         # ---- capture: spec sets ----
         td, tv = eng.capture_spec()

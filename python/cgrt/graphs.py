@@ -6,6 +6,7 @@ graphs, patching the nodes whose buffers were rebound. See docs/python.md.
 """
 import contextlib
 import ctypes
+import functools
 import sys
 import weakref
 from ctypes import byref, c_int, c_void_p
@@ -166,6 +167,7 @@ class GraphSet(Handle):
         torch = torch_loaded()
         self._torch = torch if torch is not None and not runtime.emulated else None
         self._pool = None
+        self._pool_rows = []  # rows of each capture logged by the pool (account_pool)
         if self._torch is not None and torch_pool is not False:
             handle = torch_pool if torch_pool not in (None, True) else None
             self._pool = PrivatePool(self._torch, runtime.device_ordinal, handle)
@@ -234,6 +236,8 @@ class GraphSet(Handle):
             ctx = contextlib.nullcontext()
             if self._pool is not None:
                 ctx = self._pool.capture(batch.stream) if batch.capturing else self._pool.eager(batch.stream)
+                if batch.capturing and self._pool.account:
+                    self._pool_rows.append(batch.padded_rows)
             with ctx:
                 fn(batch.stream, *extra, batch)
             return 0
@@ -494,6 +498,23 @@ class GraphSet(Handle):
             out.append(d)
         return out
 
+    def account_pool(self, on=True):
+        """GPU with torch: from now on, log torch's reserved bytes around each capture of a
+        bucket (one ``torch.cuda.memory_reserved`` before and after; see pool_log)."""
+        if self._pool is not None:
+            self._pool.account = bool(on)
+
+    def pool_log(self):
+        """[(rows of the bucket, bytes the set's private pool grew by while capturing it)],
+        one entry per run of the step under capture (a draft loop's bucket has one per
+        draft step), in capture order, for the captures made while account_pool was on
+        (empty without a pool). While the set captures, only its pool takes new memory on the capturing
+        thread, so the growth is exactly the segments the pool added for that bucket; a
+        bucket that reused segments of earlier (larger) buckets adds 0."""
+        if self._pool is None:
+            return []
+        return [(rows, after - before) for rows, (before, after) in zip(self._pool_rows, self._pool.log)]
+
     def bucket_rows(self, num_reqs, mode="decode"):
         """The bucket (rows) a step of num_reqs would use; 0 if none."""
         return lib.cgrt_graphs_bucket_rows(self.handle, enum_value(mode, MODES, "mode"), int(num_reqs))
@@ -519,13 +540,13 @@ class PreparedStep:
     pointers, and one foreign call with arguments already in C form (no ctypes argument
     conversion, no errcheck). Not thread-safe (as the set's other methods)."""
 
-    __slots__ = ("_gs", "_arr", "_fn", "_h", "_m", "_mode", "moved", "tensors", "bind", "_fin", "_name")
+    __slots__ = ("_gs", "_arr", "_fn", "_m", "_mode", "moved", "tensors", "bind", "_fin", "_name")
 
     def __init__(self, gs, arr, moved, tensors, bind, mode):
         self._gs, self._arr, self.moved, self.tensors, self.bind = gs, arr, moved, tensors, bind
         self._name = "cgrt_graphs_step" if mode is not None else "cgrt_graphs_draft"
-        self._fn = _lib.raw_function(self._name)
-        self._h = c_void_p(gs.handle)
+        fn, h = _lib.raw_function(self._name), c_void_p(gs.handle)
+        self._fn = functools.partial(fn, h) if mode is None else functools.partial(fn, h, mode)
         self._m = ctypes.c_size_t(len(moved))
         self._mode = mode
         self._fin = gs._finalizer
@@ -544,10 +565,7 @@ class PreparedStep:
         gs._step_error = None
         gs._pending = self.moved
         try:
-            if self._mode is None:
-                r = self._fn(self._h, int(num_reqs), self._arr, self._m)
-            else:
-                r = self._fn(self._h, self._mode, int(num_reqs), self._arr, self._m)
+            r = self._fn(int(num_reqs), self._arr, self._m)
         finally:
             gs._pending = ()
         if r or _lib._kernel_errors:
