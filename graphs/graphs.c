@@ -503,19 +503,21 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
   return CGRT_SUCCESS;
 }
 
-cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, CUgraphExec *exec) {
+cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, unsigned launches, CUgraphExec *exec) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_bucket_exec");
   if (st != CGRT_SUCCESS) return st;
-  if (exec == NULL || index >= set->nexec)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: exec %s, index %zu of %zu",
-                      exec ? "given" : "NULL", index, set->nexec);
+  if (exec == NULL || index >= set->nexec || launches > GX_DIRECT_LAUNCHES)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: exec %s, index %zu of %zu, %u launches "
+                      "(at most %d)", exec ? "given" : "NULL", index, set->nexec, launches, GX_DIRECT_LAUNCHES);
   pthread_mutex_lock(&set->mu);
-  const gx_exec *e = &set->execs[index];
-  CUgraphExec x = e->captured ? e->exec : NULL;
+  gx_exec *e = &set->execs[index];
+  if (!e->captured)
+    st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: bucket %zu (%s, %d rows) is not captured",
+                    index, gx_mode_name(e), e->rows);
+  else
+    st = gx_dpatch_reserve(set, e, launches);
+  CUgraphExec x = e->exec;
   pthread_mutex_unlock(&set->mu);
-  if (x == NULL)
-    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: bucket %zu (%s, %d rows) is not captured",
-                      index, gx_mode_name(e), e->rows);
-  *exec = x;
-  return CGRT_SUCCESS;
+  if (st == CGRT_SUCCESS) *exec = x;
+  return st;
 }

@@ -20,6 +20,9 @@ extern "C" {
 
 /* Bytes of the WHILE loops' state ({steps done, num_reqs}), owned by the set. */
 #define GX_WHILE_STATE_BYTES 256
+/* Most direct launches one cgrt_graphs_bucket_exec prepares (<= CGRT__DPATCH_MIN_SLOTS). */
+#define GX_DIRECT_LAUNCHES 32
+
 /* Most capture sizes per mode (options.num_capture_sizes, and the default sizes). */
 #define GX_MAX_CAPTURE_SIZES 1024
 
@@ -320,6 +323,11 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e);
  * since the last successful launch; possibly none). No driver call unless the ring is
  * full (then it synchronizes the replay stream). */
 cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e);
+/* Fills the mailbox slots of the bucket's next `launches` launches with "nothing moved"
+ * (waiting for free slots as a step does) and counts them as made: for launches of the
+ * executable that do not go through a step (cgrt_graphs_bucket_exec). No-op without
+ * device patching. */
+cgrt_status gx_dpatch_reserve(cgrt_graphs *set, gx_exec *e, unsigned launches);
 /* After a successful cuGraphLaunch: the moved groups are delivered. */
 void gx_dpatch_launched(gx_exec *e);
 void gx_dpatch_free(cgrt_graphs *set, gx_exec *e);

@@ -7,8 +7,9 @@
   nobind      cgrt_graphs_step without bindings: cgrt's step path without rebinding;
   ctypes      cgrt_graphs_bucket_rows: a foreign call that does almost nothing in C.
 
-A bare launch under device_patch leaves the bucket's mailbox out of step with the device
-(include/cgrt/cgrt_graphs.h), so `Floors.launch_calls` recaptures the bucket afterwards.
+Under device_patch each direct launch needs a mailbox slot: cgrt_graphs_bucket_exec(set,
+index, k) fills the next k slots with "nothing moved", and exactly k bare launches follow
+(include/cgrt/cgrt_graphs.h); `launch` asks for the next 32 whenever the last are used.
 """
 import ctypes
 
@@ -28,13 +29,12 @@ class Floors:
         self._zero = ctypes.c_size_t(0)
         self._m = cgrt.graphs.MODES[mode]
         self.launch_fn = None
+        self._left = 0
         if not gs.runtime.emulated:
-            x = ctypes.c_void_p()
-            cgrt.lib.cgrt_graphs_bucket_exec(gs.handle, self.index, ctypes.byref(x))
             cuda = ctypes.CDLL("libcuda.so.1")
             fn = cuda["cuGraphLaunch"]
             fn.restype, fn.argtypes = ctypes.c_int, None
-            self.launch_fn, self.exec, self.stream = fn, x, ctypes.c_void_p(gs.stream)
+            self.launch_fn, self.exec, self.stream = fn, ctypes.c_void_p(), ctypes.c_void_p(gs.stream)
 
     def nobind(self, n):
         r = self._step(self.h, self._m, n, None, self._zero)
@@ -44,15 +44,23 @@ class Floors:
     def ctypes_call(self, n):
         self._rows(self.h, self._m, n)
 
+    def _reserve(self):
+        """Outside the timed call: the next 32 direct launches (mailbox slots)."""
+        cgrt.lib.cgrt_graphs_bucket_exec(self.gs.handle, self.index, 32, ctypes.byref(self.exec))
+        self._left = 32
+
+    def before(self):
+        if self._left == 0:
+            self._reserve()
+
     def launch(self, _n=None):
         r = self.launch_fn(self.exec, self.stream)
+        self._left -= 1
         if r:
             raise RuntimeError(f"cuGraphLaunch returned {r}")
 
-    def after_launches(self):
-        """A bare launch desynchronizes device patching's mailbox: capture the bucket again."""
-        self.gs.recapture(self.rows, mode=self.mode)
-        if not self.gs.runtime.emulated:
-            x = ctypes.c_void_p()
-            cgrt.lib.cgrt_graphs_bucket_exec(self.gs.handle, self.index, ctypes.byref(x))
-            self.exec = x
+    def finish(self):
+        """Makes the launches still reserved (inert, nothing moved) so that the set's next
+        step finds the mailbox in step."""
+        while self._left > 0:
+            self.launch()

@@ -22,8 +22,8 @@ in blocks:
   nobind     cgrt_graphs_step with no bindings, untyped call (cgrt's path, nothing moved)
   ctypes_untyped  cgrt_graphs_bucket_rows as an untyped call (the floor of "prepared")
   launch     GPU: a bare cuGraphLaunch of the same bucket's executable on the set's stream,
-             untyped call into libcuda (the driver's floor for this graph; floor.py);
-             measured last, then the bucket is captured again
+             untyped call into libcuda (the driver's floor for this graph; floor.py:
+             cgrt_graphs_bucket_exec prepares 32 direct launches at a time, untimed)
 On a GPU the set replays on torch's current stream (a side stream made current, as an
 engine does; --cross-stream: on the set's own stream, so the package orders the streams
 and calls record_stream). The summary line gives package - raw (what the package adds;
@@ -118,10 +118,12 @@ def build(rt, args, arrays):
     return gs, bufs, out, ring
 
 
-def time_calls(fn, iters, sync):
+def time_calls(fn, iters, sync, pre=None):
     us = []
     pc = time.perf_counter
     for i in range(iters):
+        if pre is not None:
+            pre()
         t0 = pc()
         fn(i)
         t1 = pc()
@@ -197,11 +199,11 @@ def main(argv=None):
             if m == "raw":  # the package's record of the bindings in line again
                 gs.step(n, bind=binds[(per - 1) % RING])
                 sync()
-    if fl.launch_fn is not None:  # last: the bucket is captured again afterwards
-        time_calls(fl.launch, 20, sync)
-        res["launch"] = time_calls(fl.launch, args.iters, sync)
-        fl.after_launches()
-        gs.step(n, bind=binds[0])
+    if fl.launch_fn is not None:
+        time_calls(fl.launch, 20, sync, fl.before)
+        res["launch"] = time_calls(fl.launch, args.iters, sync, fl.before)
+        fl.finish()
+        gs.step(n, bind=binds[0])  # a step after the direct launches: its checks below
         sync()
     st = gs.stats()
     summ = {m: _summary(v) for m, v in res.items()}

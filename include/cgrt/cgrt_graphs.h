@@ -461,18 +461,20 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
  * run eagerly or fail. Thread-safe. */
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs);
 
-/* The executable graph of bucket `index` (as in cgrt_graphs_get_bucket) in *exec, for
- * measurement: a bare cuGraphLaunch of it on cgrt_graphs_stream(set) is the floor of a
- * step of that bucket. The set keeps owning it (never destroy or update it). Launching it
- * directly bypasses everything a step does: it runs with the addresses and num_reqs of
- * the bucket's last step (before the first: as captured, every row inert). Under
- * device_patch its patch node counts launches on the device: after a direct launch the
- * bucket's mailbox is out of step with the device, and the bucket must be captured again
- * (cgrt_graphs_recapture) before its next step, or steps may patch wrong. For
- * benchmarks only, never in a serving loop. Statuses: CGRT_SUCCESS,
- * CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT (exec NULL, index out of range,
- * or the bucket is not captured). Thread-safe. */
-cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, CUgraphExec *exec);
+/* For measurement: the executable graph of bucket `index` (as in cgrt_graphs_get_bucket)
+ * in *exec, ready for exactly `launches` direct launches (cuGraphLaunch on
+ * cgrt_graphs_stream(set)): a bare launch of it is the floor of a step of that bucket. The
+ * set keeps owning it (never destroy or update it). A direct launch runs with the
+ * addresses and num_reqs of the bucket's last step (before the first: as captured, every
+ * row inert). Under device_patch its patch node reads one mailbox slot per launch: this
+ * call fills the next `launches` slots with "nothing moved" (waiting, as a step does,
+ * for slots the GPU has not read yet) and counts them as launched, so the caller must
+ * launch it exactly `launches` times before the set's next step or draft of this bucket;
+ * fewer or more leaves the mailbox out of step with the device and later steps patch
+ * wrong. launches: 0 to 32. Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE,
+ * CGRT_ERROR_INVALID_ARGUMENT (exec NULL, index out of range, launches over 32, or the
+ * bucket is not captured), CGRT_ERROR_DRIVER (waiting for a slot). Thread-safe. */
+cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, unsigned launches, CUgraphExec *exec);
 
 #ifdef __cplusplus
 }

@@ -229,7 +229,7 @@ SIGNATURES = {
     "cgrt_graphs_bucket_count": (c_size_t, [handle]),
     "cgrt_graphs_get_bucket": (S, [handle, c_size_t, P(BucketInfo)]),
     "cgrt_graphs_bucket_rows": (c_int, [handle, c_int, c_int]),
-    "cgrt_graphs_bucket_exec": (S, [handle, c_size_t, P(c_void_p)]),
+    "cgrt_graphs_bucket_exec": (S, [handle, c_size_t, c_uint, P(c_void_p)]),
     # cgrt_mla.h
     "cgrt_mla_options_init": (None, [P(MlaOptions)]),
     "cgrt_mla_plan_create": (S, [handle, P(MlaOptions), P(handle)]),

@@ -108,7 +108,7 @@ TEST_F(GraphsTest, ThreadedCaptureMatchesSerialCapture) {
       std::vector<CUgraphExec> execs;
       for (size_t i = 0; i < b.size(); i++) {
         CUgraphExec x = nullptr;
-        CGRT_ASSERT_OK(cgrt_graphs_bucket_exec(set, i, &x));
+        CGRT_ASSERT_OK(cgrt_graphs_bucket_exec(set, i, 0, &x));
         ASSERT_NE(x, nullptr);
         for (CUgraphExec y : execs) EXPECT_NE(x, y);
         execs.push_back(x);
@@ -152,15 +152,48 @@ TEST_F(GraphsTest, ThreadedCaptureReportsEachFailedBucket) {
   CUgraphExec x = nullptr;
   for (size_t i = 0; i < b.size(); i++) {
     if (b[i].captured) continue;
-    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, i, &x));
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, i, 0, &x));
     EXPECT_NE(std::string(cgrt_last_error()).find("not captured"), std::string::npos) << cgrt_last_error();
   }
-  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, b.size(), &x));
-  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, 0, nullptr));
-  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_bucket_exec(nullptr, 0, &x));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, b.size(), 0, &x));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, 0, 0, nullptr));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_bucket_exec(set, 0, 33, &x));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_graphs_bucket_exec(nullptr, 0, 0, &x));
   eng.fail_at_rows = -1;
   init_cur();
   step_and_check(CGRT_GRAPH_DECODE, 5, {}, "the other buckets");
+}
+
+// Direct launches prepared by cgrt_graphs_bucket_exec under device patching: the
+// mailbox stays in step, so steps that move buffers after them still match eager.
+TEST_F(GraphsTest, DirectLaunchesKeepDevicePatchingInStep) {
+  start();
+  default_set(CGRT_REPLAY_POINTER_UPDATE, 1);
+  if (device_patched_buckets() == 0) GTEST_SKIP() << "no device patching here (see DevicePatch tests)";
+  init_cur();
+  const int reqs = 5;
+  const int rows = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
+  size_t index = 0;
+  for (const auto &b : buckets(set))
+    if (b.mode == CGRT_GRAPH_DECODE && !b.draft && b.rows == rows) break;
+    else index++;
+  step_and_check(CGRT_GRAPH_DECODE, reqs, {}, "before direct launches");
+  for (int round = 0; round < 3; round++) {
+    const unsigned k = round == 0 ? 32u : 7u + round;
+    CUgraphExec x = nullptr;
+    CGRT_ASSERT_OK(cgrt_graphs_bucket_exec(set, index, k, &x));
+    for (unsigned i = 0; i < k; i++) ASSERT_EQ(eng.drv->cuGraphLaunch(x, cgrt_graphs_stream(set)), CUDA_SUCCESS);
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    // every buffer the device patches moves: the next step must deliver the moves
+    std::vector<cgrt_binding> bind;
+    for (synth::Buf f : {synth::X, synth::WIN, synth::KV, synth::BT}) {
+      const CUdeviceptr alt = move_to_copy(f);
+      ASSERT_NE(alt, 0u);
+      bind.push_back({(int)f, alt, 0});
+    }
+    step_and_check(CGRT_GRAPH_DECODE, reqs, bind, "moves after direct launches");
+    step_and_check(CGRT_GRAPH_DECODE, reqs - 1 - round, {}, "num_reqs after direct launches");
+  }
 }
 
 }  // namespace cgrt_graphs_test
