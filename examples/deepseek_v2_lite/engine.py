@@ -268,17 +268,11 @@ class Engine:
         m.update(block_size=self.page, max_blocks_per_seq=self.MB)
         return m
 
-    def new_decode_set(self, sizes=None, warmup_runs=1, warmup_once=None, serial_capture=0, **extra):
+    def new_decode_set(self, sizes=None, warmup_runs=1, warmup_once=1, serial_capture=0, **extra):
         """A decode graph set over the engine's buffers (not captured yet). By default one
         eager warm-up for the whole bucket set (before the largest bucket: the step's lazy
         initialisation happens there) and instantiation on cgrt's worker thread while the
-        next bucket captures. With checked replay (warmup_once None) one warm-up per
-        bucket: on the H200 (run 5), the 4-row bucket captured without its own warm-up
-        held cuBLASLt's split-K reduce kernel with a whole 8-byte parameter set to a host
-        stack address (0x7fff...), which checked replay refuses as a pointer into no known
-        allocation."""
-        if warmup_once is None:
-            warmup_once = 0 if self.checked else 1
+        next bucket captures."""
         bufs = [(n, t, DIRS[n]) for n, t in self.dec.items()]
         return self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,

@@ -200,7 +200,10 @@ typedef struct cgrt_graphs_options {
    * kernel parameters that pointed into a registered buffer or a range below at
    * instantiate, and memcpy/memset operands) must lie inside a live allocation known to
    * cgrt (a word of a larger parameter that lay in nothing known is not checked: it may
-   * be integers):
+   * be integers; nor is a whole 8-byte parameter or operand at which the driver knew no
+   * allocation when the graph was indexed: no live device pointer then, such as the host
+   * address of alpha that cuBLASLt passes its split-K reduce kernel, which does not read
+   * it):
    *   - a registered buffer at its current address: when that address becomes current
    *     (cgrt_graphs_create, or a binding) the set asks the driver for the buffer id
    *     (CU_POINTER_ATTRIBUTE_BUFFER_ID) of the allocation holding all of its bytes, and
