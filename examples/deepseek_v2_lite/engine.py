@@ -268,7 +268,7 @@ class Engine:
         m.update(block_size=self.page, max_blocks_per_seq=self.MB)
         return m
 
-    def new_decode_set(self, sizes=None, warmup_runs=1, warmup_once=1, serial_capture=0, **extra):
+    def new_decode_set(self, sizes=None, warmup_runs=1, warmup_once=1, serial_capture=0, device_patch=None, **extra):
         """A decode graph set over the engine's buffers (not captured yet). By default one
         eager warm-up for the whole bucket set (before the largest bucket: the step's lazy
         initialisation happens there) and instantiation on cgrt's worker thread while the
@@ -277,7 +277,8 @@ class Engine:
         return self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,
             capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch,
+            stream=self._stream_handle(), num_heads=self.cfg.heads,
+            device_patch=self.device_patch if device_patch is None else int(bool(device_patch)),
             warmup_runs=warmup_runs, warmup_once=warmup_once, serial_capture=serial_capture, **extra)
 
     def capture_decode(self, sizes=None, account_pool=False):
