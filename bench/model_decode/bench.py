@@ -19,6 +19,13 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
                    10 us target, with their difference (what the package adds) and the C
                    call's estimate: cgrt_raw minus the p50 of a ctypes call that does almost
                    nothing in C (cgrt_graphs_bucket_rows, "ctypes_floor_us_p50").
+  cgrt_prepared    the same step through the package's PreparedStep: gs.prepare(bind) once
+                   per ring entry (every check of step(bind=...) made there), then
+                   ps(n) per step: one untyped foreign call (docs/python.md).
+  cgrt_nobind      cgrt_graphs_step without bindings (untyped call): cgrt's path alone.
+  launch_floor     a bare cuGraphLaunch of the same bucket's executable on the replay
+                   stream (cgrt_graphs_bucket_exec prepares 32 direct launches at a time,
+                   untimed; floor.py): the driver's floor for this graph.
   cgrt_rebind_all  as cgrt, and the block table moves too (ring of 4 copies): every MLA node
                    of the 27 layers is patched each step.
   torch_graph      what Python engines do: one torch.cuda.CUDAGraph per bucket over static
@@ -28,20 +35,30 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
   eager            the same PyTorch code and cgrt MLA launched op by op over the batch's
                    rows (no padding).
 All use one persistent block table (engines keep it on the device), the same weights,
-KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back):
-latency = CUDA events recorded before and after the step's host part, on the replay
-stream; host time = time.perf_counter() around the host part. tokens/s = batch / latency.
+KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back,
+polling: the host waits for an event by querying it, so that the next call does not pay
+a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
+host part, on the replay stream; host time = time.perf_counter() around the host part.
+tokens/s = batch / latency. Each point runs the graph methods in two interleaved rounds
+(half the steps each) so that slow drifts (clocks, temperature) hit them alike.
 
-Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs):
-cgrt_graphs_capture's wall clock (warm-ups, captures, instantiation, upload) against the
-sum of torch's warm-ups and torch.cuda.graph blocks (capture + instantiation; memory
-measurements excluded), with one eager warm-up before each bucket on both sides (vLLM's
-and cgrt's default), and again with one warm-up for the whole set; torch with gc.collect
-and empty_cache turned off during capture (as vLLM does). Graph memory per bucket: free
-device memory (cudaMemGetInfo) before the bucket's capture minus after its capture,
-instantiation and first launch (cgrt uploads at capture; torch's graph is launched once),
-warm-up excluded; the private pools' totals from torch.cuda.memory_snapshot() (the
-segments of each pool). Workspace: cgrt's MLA plan info against the fixed-split formula.
+Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
+after one untimed eager step at the largest size. cgrt: cgrt_graphs_capture's wall clock
+(warm-ups, captures, index, instantiation, upload) for its default (one eager warm-up for
+the set, before the largest bucket; bucket i instantiated on cgrt's worker thread while
+bucket i + 1 captures), and for variants (a warm-up per bucket in turn, as before; one
+warm-up in turn; host patching), with per-variant sums of capture and of index +
+instantiate + upload. torch: per bucket, largest first, one eager run of the step on the
+capture side stream, synchronize, then torch.cuda.graph(g, pool=shared, stream=side)
+(capture + instantiation), as vLLM does (gc.collect and empty_cache off); memory
+measurements between buckets excluded; and again with one warm-up for the set. Graph
+memory per bucket, cgrt: the growth of the set's private pool while that bucket's step
+ran under capture (GraphSet.account_pool / pool_log: torch.cuda.memory_reserved around
+it, on the capturing thread, where only the pool can grow), plus its graph memory nodes
+(driver count) and cgrt's device patch table (bytes allocated); torch: its pool's growth
+per bucket (memory_snapshot segments of the pool). Totals: the pools' segments from
+torch.cuda.memory_snapshot(). Workspace: cgrt's MLA plan info against the fixed-split
+formula.
 
 KV cache sizing: 128 requests x 32K tokens x 576 x 2 bytes is 4.9 GB per layer, 132 GB
 for 27 layers: too much with the weights. The benchmark allocates as many distinct
