@@ -30,8 +30,6 @@ static void keep_msg(char *msg, size_t i) {
 
 static void *worker(void *arg) {
   gx_pipe *p = (gx_pipe *)arg;
-  /* The driver's current context is per thread. */
-  cgrt_status ctx = cgrt__runtime_enter(p->set->rt, "cgrt_graphs_capture (instantiation thread)");
   for (size_t i = 0;; i++) {
     pthread_mutex_lock(&p->mu);
     while (p->ready <= i && !p->closed) pthread_cond_wait(&p->cv, &p->mu);
@@ -39,15 +37,18 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&p->mu);
     if (!have) break;
     if (p->status[i] != CGRT_SUCCESS) continue; /* its front half failed */
-    if (ctx != CGRT_SUCCESS) {
-      gx_exec_release(p->set, p->todo[i]);
-      p->status[i] = cgrt__fail(CGRT_ERROR_CAPTURE_FAILED, "instantiating %s bucket %d rows: the "
-                                "instantiation thread has no context (%s)", gx_mode_name(p->todo[i]),
-                                p->todo[i]->rows, cgrt_status_name(ctx));
+    gx_exec *e = p->todo[i];
+    /* The driver's current context is per thread (asked again per bucket: one failed
+     * call costs one bucket). */
+    cgrt_status st = cgrt__runtime_enter(p->set->rt, "cgrt_graphs_capture");
+    if (st != CGRT_SUCCESS) {
+      gx_exec_release(p->set, e);
+      cgrt__error_prefix("%s bucket %d rows, on the instantiation thread", gx_mode_name(e), e->rows);
     } else {
-      p->status[i] = gx_capture_back(p->set, p->todo[i], p->upload);
+      st = gx_capture_back(p->set, e, p->upload);
     }
-    if (p->status[i] != CGRT_SUCCESS) keep_msg(p->msg, i);
+    p->status[i] = st;
+    if (st != CGRT_SUCCESS) keep_msg(p->msg, i);
   }
   return NULL;
 }
