@@ -133,6 +133,15 @@ static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, 
  * else writes the reason. */
 static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, const char **reason) {
   if (kind == GX_PTR_NONE || kind == GX_PTR_BUFFER || gx_set_owned(set, v)) return 0;
+  if (kind == GX_PTR_FOREIGN) { /* device memory cgrt does not manage: the driver's id */
+    uint64_t id = 0;
+    CUresult r = cgrt__buffer_id(set->drv, v, 0, &id);
+    if (!cgrt__buffer_id_answered(r)) set->check_cu = r; /* no verdict: the step fails with DRIVER */
+    if (!cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == key)) return 0;
+    *reason = r == CUDA_SUCCESS ? "its allocation was freed and the address reused by another allocation"
+                                : "its allocation was freed";
+    return 1;
+  }
   long i = cgrt__ranges_find(set->rt_ranges, set->nrt, v);
   if (i >= 0) {
     const cgrt__alloc_range *r = &set->rt_ranges[i];
@@ -172,6 +181,7 @@ static const char *kind_name(uint8_t kind) {
   switch (kind) {
     case GX_PTR_BUFFER: return "inside a registered buffer";
     case GX_PTR_KNOWN: return "inside a cgrt allocation, a registered or a declared range";
+    case GX_PTR_FOREIGN: return "inside a device allocation cgrt does not manage";
     default: return "inside no known allocation";
   }
 }

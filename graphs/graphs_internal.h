@@ -35,8 +35,11 @@ enum {
   GX_PTR_NONE = 0,     /* not a pointer */
   GX_PTR_BUFFER = 1,   /* inside a registered buffer: patched when it moves */
   GX_PTR_KNOWN = 2,    /* inside a runtime allocation or a host-declared range */
-  GX_PTR_UNKNOWN = 3   /* looks like a device pointer, inside nothing known (whole 8-byte
-                          parameters only: a word of a larger parameter may be integers) */
+  GX_PTR_UNKNOWN = 3,  /* looks like a device pointer, inside nothing known, and the
+                          driver could not say what it is (whole 8-byte parameters only: a
+                          word of a larger parameter may be integers) */
+  GX_PTR_FOREIGN = 4   /* inside nothing cgrt knows, but a live device allocation to the
+                          driver (e.g. a library's own workspace): its buffer id is kept */
 };
 
 /* Most bytes of a kernel's packed parameters the index takes (more: CGRT_ERROR_NOT_SUPPORTED):
@@ -59,8 +62,9 @@ typedef struct gx_site {
 typedef struct gx_kword {
   uint16_t offset;  /* byte offset in the node's packed args */
   uint16_t param;   /* the parameter holding it (messages) */
-  uint8_t kind;     /* GX_PTR_KNOWN or GX_PTR_UNKNOWN */
-  uint64_t key;     /* identity of the range a GX_PTR_KNOWN word pointed into (gx_range_key) */
+  uint8_t kind;     /* GX_PTR_KNOWN, GX_PTR_UNKNOWN or GX_PTR_FOREIGN */
+  uint64_t key;     /* identity of the range a GX_PTR_KNOWN word pointed into (gx_range_key),
+                       the driver's buffer id for GX_PTR_FOREIGN */
 } gx_kword;
 
 /* A kernel node with its own copy of its parameters (patched in place). */

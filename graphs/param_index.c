@@ -100,9 +100,8 @@ static int lookup(const index_ctx *c, CUdeviceptr v) {
  * (set->rt_ranges, read by gx_index_build), the declared ranges and the set's own memory;
  * *key: the identity of the known range (checked replay). `whole`: v is a whole 8-byte
  * parameter or a memcpy/memset operand (else a word of a larger parameter, never
- * GX_PTR_UNKNOWN: struct words are often pairs of 4-byte integers that look like
- * addresses), nor a value the driver knows no allocation at. Without checked replay only
- * GX_PTR_BUFFER matters. */
+ * GX_PTR_UNKNOWN or GX_PTR_FOREIGN: struct words are often pairs of 4-byte integers that
+ * look like addresses). Without checked replay only GX_PTR_BUFFER matters. */
 static uint8_t classify(const index_ctx *c, CUdeviceptr v, int whole, int *buf, uint64_t *key) {
   const cgrt_graphs *set = c->set;
   *key = 0;
@@ -114,13 +113,17 @@ static uint8_t classify(const index_ctx *c, CUdeviceptr v, int whole, int *buf, 
     return GX_PTR_KNOWN;
   }
   if (!whole || !looks_like_pointer(v)) return GX_PTR_NONE;
-  /* A value at which the driver knows no allocation while the graph is indexed was no
-   * live device pointer when captured: a kernel that read it would fail from its first
-   * replay on. Libraries pass such values in parameters their kernels do not read
-   * (cuBLASLt's split-K reduce kernel gets the host address of alpha, on the host's
-   * stack); they are integers for checked replay. */
+  /* Nothing cgrt knows holds it: ask the driver. Device memory cgrt does not manage (a
+   * library's own workspace) is checked by its buffer id; an address the driver knows no
+   * allocation at is no device pointer (a host address a kernel receives but does not
+   * dereference, e.g. cuBLAS's host-mode alpha, or an integer); no answer stays unknown. */
   uint64_t id = 0;
-  return cgrt__buffer_id(set->drv, v, 0, &id) == CUDA_ERROR_INVALID_VALUE ? GX_PTR_NONE : GX_PTR_UNKNOWN;
+  CUresult r = cgrt__buffer_id(set->drv, v, 0, &id);
+  if (r == CUDA_SUCCESS) {
+    *key = id;
+    return GX_PTR_FOREIGN;
+  }
+  return cgrt__buffer_id_answered(r) ? GX_PTR_NONE : GX_PTR_UNKNOWN;
 }
 
 void gx_index_free(gx_exec *e) {

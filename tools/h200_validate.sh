@@ -52,8 +52,8 @@ run runtime_test 300 "$B/runtime_test"
 run fault_test 300 "$B/fault_test"
 run c_api_test 60 "$B/c_api_test"
 run event_test 60 "$B/event_test"
-run runtime_validation_test 60 "$B/runtime_validation_test"
-run graphs_validation_test 60 "$B/graphs_validation_test"
+run runtime_validation_test 300 "$B/runtime_validation_test"
+run graphs_validation_test 300 "$B/graphs_validation_test"
 run driver_select_test 60 "$B/driver_select_test"
 # The adversarial suite with the real driver (issue 14): in full but for the fault sweep,
 # which runs its CI slice here (every fault point takes ~25 min on the GPU: tools/adversarial.sh).
@@ -101,7 +101,7 @@ run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$
 if [ -f "$B/libcgrt.so.1" ]; then
   export CGRT_LIBRARY="$(cd "$B" && pwd)/libcgrt.so.1" PYTHONUNBUFFERED=1
   export PYTHONPATH="$PWD/python:$PWD/tools${PYTHONPATH:+:$PYTHONPATH}"
-  run pytest_gpu 300 python3 -m pytest -q -p no:cacheprovider python/tests examples/deepseek_v2_lite
+  run pytest_gpu 300 python3 -m pytest -v -rs -p no:cacheprovider python/tests examples/deepseek_v2_lite
   run model_stale 120 python3 examples/deepseek_v2_lite/check_stale.py --json "$O/model_stale.json"
   run model_serve 300 python3 examples/deepseek_v2_lite/serve.py --steps 1000 --time-limit 240 --json "$O/model_serve.json"
   run model_spec 150 python3 examples/deepseek_v2_lite/spec.py --time-limit 100 --json "$O/model_spec.json"

@@ -200,10 +200,7 @@ typedef struct cgrt_graphs_options {
    * kernel parameters that pointed into a registered buffer or a range below at
    * instantiate, and memcpy/memset operands) must lie inside a live allocation known to
    * cgrt (a word of a larger parameter that lay in nothing known is not checked: it may
-   * be integers; nor is a whole 8-byte parameter or operand at which the driver knew no
-   * allocation when the graph was indexed: no live device pointer then, such as the host
-   * address of alpha that cuBLASLt passes its split-K reduce kernel, which does not read
-   * it):
+   * be integers):
    *   - a registered buffer at its current address: when that address becomes current
    *     (cgrt_graphs_create, or a binding) the set asks the driver for the buffer id
    *     (CU_POINTER_ATTRIBUTE_BUFFER_ID) of the allocation holding all of its bytes, and
@@ -218,7 +215,13 @@ typedef struct cgrt_graphs_options {
    *     asked of the driver again;
    *   - a range declared with cgrt_graphs_set_ranges, with the buffer id it had when
    *     declared (asked again);
-   *   - memory the set owns.
+   *   - memory the set owns;
+   *   - device memory cgrt does not manage (a library's own workspace), with the buffer
+   *     id the driver gave its allocation at capture (asked again). An 8-byte parameter
+   *     that lay in nothing cgrt knows and that the driver knew no allocation at when the
+   *     graph was indexed (a host address a kernel receives but does not dereference,
+   *     such as cuBLAS's host-mode scalars, or an integer) is no device pointer and is
+   *     not checked.
    * A copy-in binding must lie inside a live allocation. Otherwise the step returns
    * CGRT_ERROR_STALE_POINTER naming the node, parameter (and word) or buffer, with
    * nothing patched or launched (the eager fallback is refused the same way). A driver
@@ -228,7 +231,8 @@ typedef struct cgrt_graphs_options {
    * again by the next checked step. After the launch the step waits for the replay
    * stream and verifies the counter buffer (CGRT_ERROR_COUNTERS_DIRTY) and a WHILE
    * loop's step counter. Costs per checked step: one driver call per buffer the graph
-   * points into and per registered or declared range it uses, a binary search per other
+   * points into, per registered or declared range it uses and per pointer into memory
+   * cgrt does not manage, a binary search per other
    * pointer parameter or word, three driver calls per binding, and a stream
    * synchronization; measured on an H200 (bench/results/README.md): about 0.17 us per
    * buffer checked and 0.25-0.5 us per rebound node over an unchecked step followed by a

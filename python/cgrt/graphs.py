@@ -128,7 +128,10 @@ class GraphSet(Handle):
     ``step(n, bind=...)`` with torch on a GPU: when the replay stream is torch's current
     stream, the replay is ordinary work on that stream (no event, no record_stream, like
     a torch op); otherwise the package orders the two streams and record_streams the
-    bound tensors (see the comment above ``_init_fast_path``). A set's methods must not
+    bound tensors (see the comment above ``_init_fast_path``). Without ``stream`` the
+    replay stream is then one of torch's pooled streams (they are never destroyed, so a
+    tensor recorded on it may outlive the set); a ``stream`` passed in must outlive every
+    tensor bound to a step of the set. A set's methods must not
     be called from several threads at once (they share per-set state, e.g. the prebuilt
     binding arrays).
     """
@@ -153,6 +156,16 @@ class GraphSet(Handle):
         opts = make_options(_lib.GraphsOptions, "cgrt_graphs_options_init", options)
         opts.replay_mode = enum_value(replay_mode, REPLAY_MODES, "replay_mode")
         self.replay_mode = opts.replay_mode
+        torch = torch_loaded()
+        self._torch = torch if torch is not None and not runtime.emulated else None
+        self._torch_stream = None
+        if stream is None and self._torch is not None:
+            # The replay stream is one of torch's pooled streams, which live as long as the
+            # process: a tensor record_stream-ed on it (see _order_before) makes the caching
+            # allocator record an event on it when the tensor dies, which may be after this
+            # set (and a stream of its own) is destroyed.
+            self._torch_stream = self._torch.cuda.Stream(device=runtime.device_ordinal)
+            stream = self._torch_stream.cuda_stream
         opts.stream = stream_ptr(stream) or None
         self._descs = (_lib.BufferDesc * max(len(self.names), 1))()
         for i, (name, t, d) in enumerate(zip(self.names, self._views, self._dirs)):
@@ -164,8 +177,6 @@ class GraphSet(Handle):
             opts.capture_sizes, opts.num_capture_sizes = self._sizes, len(sizes)
         if meta is not None:
             self._set_meta(opts.meta, dict(meta))
-        torch = torch_loaded()
-        self._torch = torch if torch is not None and not runtime.emulated else None
         self._pool = None
         self._pool_rows = []  # rows of each capture logged by the pool (account_pool)
         if self._torch is not None and torch_pool is not False:
