@@ -163,7 +163,7 @@ void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
   e->nodes = 0;
 }
 
-cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
+cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup) {
   const cgrt__driver *drv = set->drv;
   cgrt_status st;
   gx_exec_release(set, e);
@@ -182,20 +182,28 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
                   "warm-up before capture");
     if (st != CGRT_SUCCESS) return st;
   }
-  /* Graph memory the driver attributes to this bucket: what its memory nodes hold once
-   * instantiated and uploaded (the device-wide count's change; 0 when unknown). */
-  cuuint64_t used0 = 0, used1 = 0;
-  int have_used = drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used0) ==
-                  CUDA_SUCCESS;
   double t0 = gx_now();
   CUgraph g = NULL, body = NULL;
   st = gx_capture_graph(set, e, &g, &body);
   if (st != CGRT_SUCCESS) return st;
+  e->graph = g;
+  e->body = body;
+  e->capture_s = gx_now() - t0;
+  return CGRT_SUCCESS;
+}
+
+cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload) {
+  const cgrt__driver *drv = set->drv;
+  cgrt_status st;
+  /* Graph memory the driver attributes to this bucket: what its memory nodes hold once
+   * instantiated and uploaded (the device-wide count's change; 0 when unknown). Only
+   * instantiation and upload allocate graph memory, and they run one bucket at a time. */
+  cuuint64_t used0 = 0, used1 = 0;
+  int have_used = drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used0) ==
+                  CUDA_SUCCESS;
   double t1 = gx_now();
   /* The index reads the captured graph; device patching marks its nodes before
    * instantiation (the attribute must be set on the graph's nodes). */
-  e->graph = g;
-  e->body = body;
   st = gx_index_build(set, e);
   if (st == CGRT_SUCCESS) st = gx_dpatch_mark(set, e);
   if (st != CGRT_SUCCESS) {
@@ -205,16 +213,17 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   }
   /* Instantiated, uploaded and complete before the first replay; a failure names its call. */
   CUgraphExec x = NULL;
-  st = CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, g, 0), CGRT_ERROR_CAPTURE_FAILED, "instantiating a bucket");
+  st = CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, e->graph, 0), CGRT_ERROR_CAPTURE_FAILED,
+                "instantiating a bucket");
   if (st == CGRT_SUCCESS) {
-    st = CGRT__CU(drv, cuGraphUpload, (x, set->cap_stream), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
+    st = CGRT__CU(drv, cuGraphUpload, (x, upload), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
     if (st == CGRT_SUCCESS)
-      st = CGRT__CU(drv, cuStreamSynchronize, (set->cap_stream), CGRT_ERROR_CAPTURE_FAILED,
+      st = CGRT__CU(drv, cuStreamSynchronize, (upload), CGRT_ERROR_CAPTURE_FAILED,
                     "waiting for the upload of a bucket");
     if (st != CGRT_SUCCESS) CGRT__CU_WARN(drv, cuGraphExecDestroy, (x), "instantiating a bucket");
   }
   if (st != CGRT_SUCCESS) {
-    gx_exec_release(set, e); /* destroys g */
+    gx_exec_release(set, e); /* destroys the graph */
     cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }
@@ -229,7 +238,6 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
   if (!have_used ||
       drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used1) != CUDA_SUCCESS)
     used1 = used0;
-  e->capture_s = t1 - t0;
   e->instantiate_s = t2 - t1;
   e->memory_bytes = used1 > used0 ? (size_t)(used1 - used0) : 0;
   e->captured = 1;
@@ -240,4 +248,9 @@ cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
             1e3 * e->capture_s,
             1e3 * e->instantiate_s, e->memory_bytes);
   return CGRT_SUCCESS;
+}
+
+cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
+  cgrt_status st = gx_capture_front(set, e, warmup);
+  return st != CGRT_SUCCESS ? st : gx_capture_back(set, e, set->cap_stream);
 }

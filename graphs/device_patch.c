@@ -144,6 +144,8 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
     st = CGRT__CU(drv, cuMemAllocHost, ((void **)&e->ring, ring_bytes), CGRT_ERROR_DRIVER,
                   "graph set: device patch mailbox (pinned)");
   if (st != CGRT_SUCCESS) goto out;
+  e->table_bytes = site_bytes + start_bytes + 16;
+  e->pinned_bytes = ring_bytes;
   memset(e->ring, 0, ring_bytes);
   ((cgrt__dpatch_ring *)(void *)e->ring)->cap = e->dcap;
   ((cgrt__dpatch_ring *)(void *)e->ring)->stride = CGRT__DPATCH_SLOT_BYTES(ngroups);
@@ -176,8 +178,11 @@ out:
   return st;
 }
 
-cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e) {
+/* The mailbox slot of the bucket's next launch, once the GPU has read what it held
+ * (*out NULL on failure). */
+static cgrt_status next_slot(cgrt_graphs *set, gx_exec *e, unsigned char **out) {
   volatile cgrt__dpatch_ring *hdr = (volatile cgrt__dpatch_ring *)(void *)e->ring;
+  *out = NULL;
   /* This launch's slot was last read by launch (launches - slots), if any: make sure the
    * GPU has taken it (only when that many launches of this bucket are queued). Spin a
    * little, then wait for the stream. */
@@ -197,8 +202,26 @@ cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e) {
       break;
     }
   }
-  unsigned char *slot = e->ring + CGRT__DPATCH_HEADER +
-                        (size_t)(e->launches % e->dslots) * CGRT__DPATCH_SLOT_BYTES(e->dcap);
+  *out = e->ring + CGRT__DPATCH_HEADER + (size_t)(e->launches % e->dslots) * CGRT__DPATCH_SLOT_BYTES(e->dcap);
+  return CGRT_SUCCESS;
+}
+
+cgrt_status gx_dpatch_reserve(cgrt_graphs *set, gx_exec *e, unsigned launches) {
+  if (!e->dpatch) return CGRT_SUCCESS;
+  for (unsigned i = 0; i < launches; i++) {
+    unsigned char *slot;
+    cgrt_status st = next_slot(set, e, &slot);
+    if (st != CGRT_SUCCESS) return st;
+    *(volatile unsigned *)(void *)slot = 0; /* nothing to patch: the launch runs as the last step left it */
+    e->launches++; /* moves not delivered yet stay pending for the next step */
+  }
+  return CGRT_SUCCESS;
+}
+
+cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e) {
+  unsigned char *slot;
+  cgrt_status st = next_slot(set, e, &slot);
+  if (st != CGRT_SUCCESS) return st;
   unsigned long long *value = (unsigned long long *)(void *)(slot + 8);
   unsigned *group = (unsigned *)(void *)(slot + 8 + 8 * (size_t)e->dcap);
   unsigned n = 0;
@@ -232,4 +255,5 @@ void gx_dpatch_free(cgrt_graphs *set, gx_exec *e) {
   e->dmem = 0;
   e->ring = NULL;
   e->dpatch = 0;
+  e->table_bytes = e->pinned_bytes = 0;
 }

@@ -303,31 +303,47 @@ static void graphs_free(cgrt_graphs *set) {
 static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
   cgrt_status first = CGRT_SUCCESS;
   char first_msg[1024] = "";
-  size_t ok = 0, failed = 0;
+  size_t ok = 0, failed = 0, n = 0;
   double t0 = gx_now();
+  gx_exec **todo = (gx_exec **)calloc(set->nexec ? set->nexec : 1, sizeof(gx_exec *));
+  cgrt_status *status = (cgrt_status *)calloc(set->nexec ? set->nexec : 1, sizeof(cgrt_status));
+  char *msg = (char *)calloc(set->nexec ? set->nexec : 1, 1024);
+  if (!todo || !status || !msg) {
+    free(todo);
+    free(status);
+    free(msg);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_capture");
+  }
   for (size_t i = 0; i < set->nexec; i++) {
     gx_exec *e = &set->execs[i];
     if (only != NULL ? e != only : e->captured) continue;
     if (e->is_while && set->while_unsupported) continue;
-    cgrt_status st = gx_capture_exec(set, e, set->o.warmup_runs);
+    todo[n++] = e;
+  }
+  gx_capture_buckets(set, todo, n, status, msg);
+  for (size_t i = 0; i < n; i++) {
+    gx_exec *e = todo[i];
+    cgrt_status st = status[i];
     if (st == CGRT_SUCCESS) {
       ok++;
       continue;
     }
     if (e->is_while && st == CGRT_ERROR_NOT_SUPPORTED) {
-      /* No conditional nodes on this driver: the unrolled draft loops serve. */
+      /* No conditional nodes on this driver (logged by gx_capture_buckets): the unrolled
+       * draft loops serve. */
       set->while_unsupported = 1;
-      cgrt__log(CGRT_LOG_INFO, "cgrt graphs: WHILE draft loops unavailable (%s); draft loops stay unrolled",
-                cgrt_last_error());
       continue;
     }
     failed++;
-    cgrt__log(CGRT_LOG_WARN, "cgrt graphs: %s", cgrt_last_error());
+    cgrt__log(CGRT_LOG_WARN, "cgrt graphs: %s", msg + i * 1024);
     if (first == CGRT_SUCCESS) {
       first = st;
-      strncpy(first_msg, cgrt_last_error(), sizeof(first_msg) - 1);
+      strncpy(first_msg, msg + i * 1024, sizeof(first_msg) - 1);
     }
   }
+  free(todo);
+  free(status);
+  free(msg);
   gx_lut_build(set);
   cgrt__log(CGRT_LOG_INFO, "cgrt graphs: captured %zu graphs (%zu failed) in %.3f s", ok, failed,
             gx_now() - t0);
@@ -485,6 +501,27 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
   info->memory_bytes = e->memory_bytes;
   info->replays = e->replays;
   info->device_patch = e->dpatch;
+  info->table_bytes = e->table_bytes;
+  info->pinned_bytes = e->pinned_bytes;
   pthread_mutex_unlock(&set->mu);
   return CGRT_SUCCESS;
+}
+
+cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, unsigned launches, CUgraphExec *exec) {
+  cgrt_status st = gx_enter(set, "cgrt_graphs_bucket_exec");
+  if (st != CGRT_SUCCESS) return st;
+  if (exec == NULL || index >= set->nexec || launches > GX_DIRECT_LAUNCHES)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: exec %s, index %zu of %zu, %u launches "
+                      "(at most %d)", exec ? "given" : "NULL", index, set->nexec, launches, GX_DIRECT_LAUNCHES);
+  pthread_mutex_lock(&set->mu);
+  gx_exec *e = &set->execs[index];
+  if (!e->captured)
+    st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: bucket %zu (%s, %d rows) is not captured",
+                    index, gx_mode_name(e), e->rows);
+  else
+    st = gx_dpatch_reserve(set, e, launches);
+  CUgraphExec x = e->exec;
+  pthread_mutex_unlock(&set->mu);
+  if (st == CGRT_SUCCESS) *exec = x;
+  return st;
 }

@@ -20,6 +20,9 @@ extern "C" {
 
 /* Bytes of the WHILE loops' state ({steps done, num_reqs}), owned by the set. */
 #define GX_WHILE_STATE_BYTES 256
+/* Most direct launches one cgrt_graphs_bucket_exec prepares (<= CGRT__DPATCH_MIN_SLOTS). */
+#define GX_DIRECT_LAUNCHES 32
+
 /* Most capture sizes per mode (options.num_capture_sizes, and the default sizes). */
 #define GX_MAX_CAPTURE_SIZES 1024
 
@@ -122,6 +125,7 @@ typedef struct gx_exec {
   int last_reqs;        /* num_reqs the metadata nodes hold now */
   double capture_s, instantiate_s;
   size_t memory_bytes;
+  size_t table_bytes, pinned_bytes; /* cgrt's own per-bucket memory (device patching) */
   uint64_t replays;
   /* device_patch (graphs/device_patch.c): kernel sites patched on the device by the
    * graph's first node, which reads the moved groups from a mailbox in pinned memory. */
@@ -224,7 +228,24 @@ int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode);
 const char *gx_step_mode_name(cgrt_graph_mode mode);
 
 /* capture.c */
+/* Captures e: front (this thread: warm-up runs, stream capture of the host's callback;
+ * leaves e->graph, e->body and e->capture_s) then back (index, device-patch marks,
+ * instantiate, upload on `upload` and wait, device patch table; e->captured). back only
+ * makes driver calls on e's own objects and `upload`, never on the capture stream, and
+ * calls no host callback: it may run on another thread while front captures the next
+ * bucket (capture_pipeline.c). Each returns the bucket's status with e released on
+ * failure. gx_capture_exec runs both on the capture stream. */
+cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup);
+cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload);
 cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
+
+/* capture_pipeline.c: captures the buckets todo[0..n) in order, with warmup_runs eager
+ * runs before each (options.warmup_once: before the first only). Unless
+ * options.serial_capture, the back half of bucket i runs on a worker thread while this
+ * thread captures bucket i + 1. status[i] is each bucket's status; msg[i] (1024 bytes
+ * each) its cgrt_last_error() on failure. Without a worker thread (or its stream) the
+ * buckets are captured in turn. set->mu held. */
+void gx_capture_buckets(cgrt_graphs *set, gx_exec **todo, size_t n, cgrt_status *status, char *msg);
 /* Ends the capture of s whatever happened, so that the stream and the calling thread
  * leave capture mode: *out is the graph, or NULL when the end failed (a graph the driver
  * returned with the failure is destroyed unless to_graph: a body belongs to its node).
@@ -313,6 +334,11 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e);
  * since the last successful launch; possibly none). No driver call unless the ring is
  * full (then it synchronizes the replay stream). */
 cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e);
+/* Fills the mailbox slots of the bucket's next `launches` launches with "nothing moved"
+ * (waiting for free slots as a step does) and counts them as made: for launches of the
+ * executable that do not go through a step (cgrt_graphs_bucket_exec). No-op without
+ * device patching. */
+cgrt_status gx_dpatch_reserve(cgrt_graphs *set, gx_exec *e, unsigned launches);
 /* After a successful cuGraphLaunch: the moved groups are delivered. */
 void gx_dpatch_launched(gx_exec *e);
 void gx_dpatch_free(cgrt_graphs *set, gx_exec *e);

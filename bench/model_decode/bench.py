@@ -19,6 +19,13 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
                    10 us target, with their difference (what the package adds) and the C
                    call's estimate: cgrt_raw minus the p50 of a ctypes call that does almost
                    nothing in C (cgrt_graphs_bucket_rows, "ctypes_floor_us_p50").
+  cgrt_prepared    the same step through the package's PreparedStep: gs.prepare(bind) once
+                   per ring entry (every check of step(bind=...) made there), then
+                   ps(n) per step: one untyped foreign call (docs/python.md).
+  cgrt_nobind      cgrt_graphs_step without bindings (untyped call): cgrt's path alone.
+  launch_floor     a bare cuGraphLaunch of the same bucket's executable on the replay
+                   stream (cgrt_graphs_bucket_exec prepares 32 direct launches at a time,
+                   untimed; floor.py): the driver's floor for this graph.
   cgrt_rebind_all  as cgrt, and the block table moves too (ring of 4 copies): every MLA node
                    of the 27 layers is patched each step.
   torch_graph      what Python engines do: one torch.cuda.CUDAGraph per bucket over static
@@ -28,20 +35,30 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
   eager            the same PyTorch code and cgrt MLA launched op by op over the batch's
                    rows (no padding).
 All use one persistent block table (engines keep it on the device), the same weights,
-KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back):
-latency = CUDA events recorded before and after the step's host part, on the replay
-stream; host time = time.perf_counter() around the host part. tokens/s = batch / latency.
+KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back,
+polling: the host waits for an event by querying it, so that the next call does not pay
+a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
+host part, on the replay stream; host time = time.perf_counter() around the host part.
+tokens/s = batch / latency. Each point runs the graph methods in two interleaved rounds
+(half the steps each) so that slow drifts (clocks, temperature) hit them alike.
 
-Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs):
-cgrt_graphs_capture's wall clock (warm-ups, captures, instantiation, upload) against the
-sum of torch's warm-ups and torch.cuda.graph blocks (capture + instantiation; memory
-measurements excluded), with one eager warm-up before each bucket on both sides (vLLM's
-and cgrt's default), and again with one warm-up for the whole set; torch with gc.collect
-and empty_cache turned off during capture (as vLLM does). Graph memory per bucket: free
-device memory (cudaMemGetInfo) before the bucket's capture minus after its capture,
-instantiation and first launch (cgrt uploads at capture; torch's graph is launched once),
-warm-up excluded; the private pools' totals from torch.cuda.memory_snapshot() (the
-segments of each pool). Workspace: cgrt's MLA plan info against the fixed-split formula.
+Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
+after one untimed eager step at the largest size. cgrt: cgrt_graphs_capture's wall clock
+(warm-ups, captures, index, instantiation, upload) for its default (one eager warm-up for
+the set, before the largest bucket; bucket i instantiated on cgrt's worker thread while
+bucket i + 1 captures), and for variants (a warm-up per bucket in turn, as before; one
+warm-up in turn; host patching), with per-variant sums of capture and of index +
+instantiate + upload. torch: per bucket, largest first, one eager run of the step on the
+capture side stream, synchronize, then torch.cuda.graph(g, pool=shared, stream=side)
+(capture + instantiation), as vLLM does (gc.collect and empty_cache off); memory
+measurements between buckets excluded; and again with one warm-up for the set. Graph
+memory per bucket, cgrt: the growth of the set's private pool while that bucket's step
+ran under capture (GraphSet.account_pool / pool_log: torch.cuda.memory_reserved around
+it, on the capturing thread, where only the pool can grow), plus its graph memory nodes
+(driver count) and cgrt's device patch table (bytes allocated); torch: its pool's growth
+per bucket (memory_snapshot segments of the pool). Totals: the pools' segments from
+torch.cuda.memory_snapshot(). Workspace: cgrt's MLA plan info against the fixed-split
+formula.
 
 KV cache sizing: 128 requests x 32K tokens x 576 x 2 bytes is 4.9 GB per layer, 132 GB
 for 27 layers: too much with the weights. The benchmark allocates as many distinct
@@ -82,6 +99,9 @@ from common import say  # noqa: E402
 from config import FULL, REDUCED, vllm_capture_sizes, with_layers  # noqa: E402
 from engine import Engine, io_buffers, pages_for, summarize_ms  # noqa: E402
 from model import Exec, weight_bytes  # noqa: E402
+
+sys.path.insert(0, HERE)
+from floor import Floors  # noqa: E402
 
 RING = 4
 
@@ -196,6 +216,130 @@ class TorchGraphs:
         self.graphs[B].replay()
 
 
+def _cgrt_capture(eng, **kw):
+    """One capture of the decode bucket set: (set, wall seconds)."""
+    gs = eng.new_decode_set(**kw)
+    gs.account_pool()
+    t0 = time.perf_counter()
+    gs.capture()
+    return gs, time.perf_counter() - t0
+
+
+def _breakdown(gs, wall):
+    b = [x for x in gs.buckets() if x["captured"]]
+    cap, back = sum(x["capture_seconds"] for x in b), sum(x["instantiate_seconds"] for x in b)
+    pool = sum(g for _, g in gs.pool_log())
+    tables = sum(x["table_bytes"] for x in b)
+    mem = sum(x["memory_bytes"] for x in b)
+    return {"seconds_wall": wall, "buckets": len(b), "capture_seconds_sum": cap,
+            "device_patch_buckets": sum(x["device_patch"] for x in b),
+            "graph_memory_bytes": {"pool_growth": pool, "memory_nodes": mem, "cgrt_tables": tables,
+                                   "total": pool + mem + tables},
+            "index_instantiate_upload_seconds_sum": back,
+            "rest_seconds": wall - cap - back,
+            "note": "capture_seconds_sum: stream capture of the Python step, per bucket, summed; "
+                    "index_instantiate_upload_seconds_sum: parameter index, device-patch marks, "
+                    "instantiate, upload and its wait, summed (on cgrt's worker thread, overlapped "
+                    "with the next capture, unless serial); rest: warm-up runs, patch tables, "
+                    "Python and the part of the back half that does not overlap"}
+
+
+def capture_bench(be, eng, stream, bt_static):
+    """Capture of the bucket set, cgrt against torch.cuda.graph, and graph memory per
+    bucket. Order: one untimed eager step at the largest size first (the process's lazy
+    initialisation is paid by nobody), then cgrt's variants, then torch's."""
+    names = ("token_ids", "req_seq_lens", "req_positions", "block_table")
+    eng.eager_decode({k: eng.dec[k] for k in names}, 1, eng.S)
+    be.synchronize()
+    cap = {"sizes": eng.decode_sizes, "order": "untimed eager step; cgrt variants (per-bucket warm-up serial, "
+           "warm-up once serial, default with host patching, each with a pool of its own, closed after), the "
+           "cgrt default the benchmark uses; torch per-bucket warm-up; torch one warm-up"}
+    variants = {}
+    if not be.emulated:
+        for name, kw in (("warmup_each_serial", dict(warmup_once=0, serial_capture=1)),
+                         ("warmup_once_serial", dict(warmup_once=1, serial_capture=1)),
+                         ("default_host_patch", dict(device_patch=0))):
+            # a pool of their own, given back at close (the engine's shared pool stays for its sets)
+            gs, wall = _cgrt_capture(eng, torch_pool=None, **kw)
+            variants[name] = _breakdown(gs, wall)
+            gs.close()
+            say(f"cgrt capture ({name}): {wall:.3f} s")
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # the variants' pools, outside every timed part
+    # the set the benchmark uses: warm-up once, instantiation on cgrt's worker thread
+    gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
+    r0 = torch.cuda.memory_reserved() if not be.emulated else None
+    f0 = free_bytes() if not be.emulated else None
+    secs = eng.capture_decode(account_pool=True)
+    f1 = free_bytes() if not be.emulated else None
+    r1 = torch.cuda.memory_reserved() if not be.emulated else None
+    gs = eng.decode_set
+    st = gs.stats()
+    variants["default"] = _breakdown(gs, secs)
+    buckets = gs.buckets()
+    growth = dict(gs.pool_log())  # rows -> pool growth during its capture
+    per_bucket = []
+    for b in buckets:
+        if not b["captured"]:
+            continue
+        pg = growth.get(b["rows"])
+        per_bucket.append({"rows": b["rows"], "pool_growth_bytes": pg, "memory_node_bytes": b["memory_bytes"],
+                           "cgrt_table_bytes": b["table_bytes"], "cgrt_pinned_host_bytes": b["pinned_bytes"],
+                           "total_device_bytes": None if pg is None else pg + b["memory_bytes"] + b["table_bytes"],
+                           "nodes": b["nodes"], "patch_sites": b["patch_sites"]})
+    pool_total = None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0
+    tables = sum(b["cgrt_table_bytes"] for b in per_bucket)
+    memnodes = sum(b["memory_node_bytes"] for b in per_bucket)
+    cgrt_total = None if pool_total is None else pool_total + memnodes + tables
+    cap["cgrt"] = {
+        "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "breakdown": variants,
+        "buckets": buckets, "nodes": st["nodes"], "memory_per_bucket": per_bucket,
+        "pool_bytes": pool_total, "pool_growth_sum_bytes": sum(b["pool_growth_bytes"] or 0 for b in per_bucket),
+        "memory_node_bytes": memnodes, "cgrt_table_bytes": tables,
+        "cgrt_pinned_host_bytes": sum(b["cgrt_pinned_host_bytes"] for b in per_bucket),
+        "graph_memory_total_bytes": cgrt_total,
+        "driver_delta_bytes_total": None if f0 is None else f0 - f1,
+        "driver_side_bytes": None if f0 is None else (f0 - f1) - (r1 - r0),
+        "memory_note": "per bucket: the growth of the set's private torch pool while that bucket's step "
+                       "ran under capture (torch.cuda.memory_reserved before and after, on the capturing "
+                       "thread: only the pool can grow then), plus its graph memory nodes (driver count) "
+                       "and cgrt's device patch table (bytes allocated). pool_bytes: the pool's segments "
+                       "(torch.cuda.memory_snapshot) after the capture, minus before. graph_memory_total: "
+                       "pool + memory nodes + cgrt tables. driver_side_bytes: free device memory lost "
+                       "across the capture minus torch's reserved growth: executable graphs' driver "
+                       "storage plus cgrt's tables (no API reports the executables' storage exactly)"}
+    say(f"cgrt captured {st['buckets']} buckets in {secs:.3f} s ({st['nodes']} nodes); graph memory "
+        f"{(cgrt_total or 0) / 2**20:.2f} MiB (pool {(pool_total or 0) / 2**20:.2f} MiB + memory nodes "
+        f"{memnodes} B + cgrt tables {tables} B)")
+    if be.emulated:
+        return cap
+    # ---- capture: torch ----
+    tg = TorchGraphs(eng, eng.decode_sizes, stream)
+    r0, f0 = torch.cuda.memory_reserved(), free_bytes()
+    tsecs = tg.capture(bt_static)
+    r1, f1 = torch.cuda.memory_reserved(), free_bytes()
+    tpool = pool_bytes(tg.pool)
+    cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": tpool,
+                    "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
+                    "driver_delta_bytes_total": f0 - f1, "driver_side_bytes": (f0 - f1) - (r1 - r0),
+                    "what": "per bucket, largest first: one eager run of the step on the capture side "
+                            "stream, synchronize, torch.cuda.graph(g, pool=shared, stream=side) around "
+                            "the same step (capture + instantiate); gc.collect and empty_cache off (vLLM). "
+                            "Memory measurements between buckets are outside the timed part"}
+    cap["cgrt_over_torch"] = secs / tsecs
+    cap["graph_memory_cgrt_over_torch_pool"] = None if not (cgrt_total and tpool) else cgrt_total / tpool
+    say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.3f} s; cgrt/torch = {secs / tsecs:.2f}; "
+        f"graph memory cgrt {(cgrt_total or 0) / 2**20:.2f} MiB vs torch pool {(tpool or 0) / 2**20:.2f} MiB")
+    tfirst = tg.capture(bt_static, warmup="first")
+    cap["warmup_first_only"] = {"torch_seconds_wall": tfirst,
+                                "cgrt_seconds_wall": variants["default"]["seconds_wall"],
+                                "note": "torch with one eager run before the largest bucket only (not what "
+                                        "vLLM does), against cgrt's default (warm-up once)"}
+    say(f"torch with one warm-up for the set: {tfirst:.3f} s (cgrt/that = {secs / tfirst:.2f})")
+    cap["_torch_graphs"] = tg
+    return cap
+
+
 def make_ring(eng, n, ctx, block_table_host, rng_seed):
     """RING input sets for n requests at context ctx, each set its own tensors: request
     level (cgrt) and row level, padding rows inert (torch graph, eager)."""
@@ -221,11 +365,12 @@ def make_ring(eng, n, ctx, block_table_host, rng_seed):
     return ring
 
 
-def time_steps(be, stream, fn, iters, warm, deadline):
-    """Synchronized steps: (latency ms list, host us list)."""
+def time_steps(be, stream, fn, iters, warm, deadline, pre=None):
+    """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed."""
     lat, host = [], []
     if not be.emulated:
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        evq = torch.cuda.Event()
     for i in range(warm + iters):
         if time.perf_counter() > deadline:
             break
@@ -237,13 +382,21 @@ def time_steps(be, stream, fn, iters, warm, deadline):
                 lat.append((t1 - t0) * 1e3)
                 host.append((t1 - t0) * 1e6)
             continue
-        stream.synchronize()
+        # wait for the GPU by polling (the host stays awake, as an engine's loop that polls
+        # for its tokens; a blocking wait lets the core sleep, and the next call then pays
+        # the wake-up: up to tens of us at 30 ms steps on the H200 machine)
+        evq.record(stream)
+        while not evq.query():
+            pass
+        if pre is not None:
+            pre()
         ev0.record(stream)
         t0 = time.perf_counter()
         fn(i)
         t1 = time.perf_counter()
         ev1.record(stream)
-        ev1.synchronize()
+        while not ev1.query():
+            pass
         if i >= warm:
             lat.append(ev0.elapsed_time(ev1))
             host.append((t1 - t0) * 1e6)
@@ -289,8 +442,17 @@ def host_overhead(pt, floor_us):
     m = pt["methods"]
     get = lambda k: m[k]["host_us"]["p50"] if k in m and m[k]["host_us"] else None  # noqa: E731
     pkg, raw, allb = get("cgrt"), get("cgrt_raw"), get("cgrt_rebind_all")
+    prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
     h = {"target_us": HOST_TARGET_US, "package_us_p50": pkg, "raw_us_p50": raw, "rebind_all_us_p50": allb,
-         "ctypes_floor_us_p50": floor_us}
+         "ctypes_floor_us_p50": floor_us, "prepared_us_p50": prep, "nobind_us_p50": nob,
+         "launch_floor_us_p50": lf}
+    if prep is not None:
+        h["prepared_meets_target"] = prep <= HOST_TARGET_US
+        if lf is not None:
+            h["prepared_minus_launch_floor_us"] = prep - lf
+        say(f"  prepared step {prep:.1f} us ({'met' if prep <= HOST_TARGET_US else 'NOT met'}); floors: no-binding "
+            f"step {nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch "
+            f"{lf if lf is None else round(lf, 1)} us")
     if pkg is not None and raw is not None:
         h["package_minus_raw_us"] = pkg - raw
         h["c_call_estimate_us"] = raw - floor_us
@@ -311,18 +473,26 @@ def host_summary(out):
     if not rows:
         return
     say(f"host time per step p50 (us) against the {HOST_TARGET_US:.0f} us target "
-        f"(package = GraphSet.step with 3 bindings; raw = one ctypes call, prebuilt bindings; "
-        f"C ~ raw - ctypes floor):")
+        f"(prepared = PreparedStep, 3 bindings; package = GraphSet.step with 3 bindings; raw = one typed "
+        f"ctypes call, prebuilt bindings; floors: step without bindings, bare cuGraphLaunch):")
     for r in rows:
         fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
-        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: package {fmt(r['package_us_p50'])} raw "
-            f"{fmt(r['raw_us_p50'])} C ~{fmt(r.get('c_call_estimate_us'))} rebind-all {fmt(r['rebind_all_us_p50'])}"
-            f"  {'OK' if r.get('package_meets_target') else 'over target'}")
+        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: prepared {fmt(r.get('prepared_us_p50'))} package "
+            f"{fmt(r['package_us_p50'])} raw {fmt(r['raw_us_p50'])} nobind {fmt(r.get('nobind_us_p50'))} launch "
+            f"{fmt(r.get('launch_floor_us_p50'))} rebind-all {fmt(r['rebind_all_us_p50'])}"
+            f"  {'OK' if r.get('prepared_meets_target') else 'over target'}")
 
 
 def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
     cfg, S = eng.cfg, eng.S
     points = []
+    if not be.emulated:
+        # steady state first (an engine steps continuously): one second of synchronized
+        # 1-request steps, untimed, so the first point does not pay for a cold host or GPU
+        gs, t_end = eng.decode_set, time.perf_counter() + 1.0
+        while time.perf_counter() < t_end:
+            gs.step(1)
+            be.synchronize()
     floor_us = ctypes_floor_us(eng)
     out["ctypes_floor_us_p50"] = floor_us
     host_bt = bt_static.cpu()
@@ -342,33 +512,57 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             pt = {"batch": n, "context": ctx, "bucket": B, "methods": {}}
             est = None
 
-            def run(name, fn, iters, warm):
-                nonlocal est
-                lat, host = time_steps(be, stream, fn, iters, warm, deadline)
+            gs = eng.decode_set
+            names = ("token_ids", "req_seq_lens", "req_positions")
+            gs.step(n, bind={"block_table": bt_static, **{k: ring[0][k] for k in names}})
+            probe, _ = time_steps(be, stream, lambda i: gs.step(n), 3, 1, deadline)
+            est = summarize_ms(probe)["p50"] if probe else 1.0
+            iters = max(8, min(args.iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
+            preps = [gs.prepare({k: inp[k] for k in names}) for inp in ring]
+            fl = Floors(gs, B)
+            raw = raw_step_fn(eng, ring, n, names)
+            resync = lambda: gs.step(n, bind={"block_table": bt_static, **{k: ring[0][k] for k in names}})  # noqa: E731
+            # (name, step, warm-up steps, untimed pre-step hook, after the block)
+            methods = [
+                ("cgrt_prepared", lambda i: preps[i % RING](n), 2, None, None),
+                ("cgrt", lambda i: gs.step(n, bind={k: ring[i % RING][k] for k in names}), 2, None, None),
+                ("cgrt_raw", raw, 2, None, resync),  # the package's view of the bindings in line again
+                ("cgrt_nobind", lambda i: fl.nobind(n), 2, None, None),
+                ("cgrt_rebind_all", lambda i: gs.step(n, bind={"block_table": bt_ring[i % RING],
+                                                               **{k: ring[i % RING][k] for k in names}}), 2, None,
+                 resync),
+            ]
+            if fl.launch_fn is not None:  # the direct launches prepared and not made yet, after the block
+                methods.append(("launch_floor", fl.launch, 2, fl.before, fl.finish))
+            if tg is not None:
+                Bt = tg.bucket(n)
+                methods.append(("torch_graph", lambda i: tg.step(ring[i % RING], Bt), 2, None, None))
+            # two rounds, methods interleaved: slow drifts (clocks, temperature) hit all alike
+            acc = {m[0]: ([], []) for m in methods}
+            for rnd in range(2):
+                for name, fn, warm, pre, after in methods:
+                    lat, host = time_steps(be, stream, fn, max(4, iters // 2), warm, deadline, pre)
+                    acc[name][0].extend(lat)
+                    acc[name][1].extend(host)
+                    if after is not None:
+                        after()
+            for name, (lat, host) in acc.items():
                 st = summarize_ms(lat)
                 pt["methods"][name] = {"latency_ms": st, "host_us": summarize_ms(host),
                                        "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None}
                 if st:
-                    est = st["p50"]
                     say(f"  {name:16s} batch {n:3d} ctx {ctx:5d}: p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
                         f"host p50 {summarize_ms(host)['p50']:.1f} us")
-
-            gs = eng.decode_set
-            gs.step(n, bind={"block_table": bt_static})
-            names = ("token_ids", "req_seq_lens", "req_positions")
-            iters = args.iters
-            run("cgrt", lambda i: gs.step(n, bind={k: ring[i % RING][k] for k in names}), iters, 3)
-            if est:
-                iters = max(8, min(args.iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
-            run("cgrt_raw", raw_step_fn(eng, ring, n, names), iters, 2)
-            gs.step(n, bind={k: ring[0][k] for k in names})  # the package's view in line again
-            run("cgrt_rebind_all", lambda i: gs.step(n, bind={"block_table": bt_ring[i % RING],
-                                                              **{k: ring[i % RING][k] for k in names}}), iters, 2)
-            gs.step(n, bind={"block_table": bt_static})
             host_overhead(pt, floor_us)
-            if tg is not None:
-                Bt = tg.bucket(n)
-                run("torch_graph", lambda i: tg.step(ring[i % RING], Bt), iters, 3)
+
+            def run(name, fn, iters, warm, pre=None):
+                lat, host = time_steps(be, stream, fn, iters, warm, deadline, pre)
+                st = summarize_ms(lat)
+                pt["methods"][name] = {"latency_ms": st, "host_us": summarize_ms(host),
+                                       "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None}
+                if st:
+                    say(f"  {name:16s} batch {n:3d} ctx {ctx:5d}: p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
+                        f"host p50 {summarize_ms(host)['p50']:.1f} us")
 
             def eager(i):
                 inp = ring[i % RING]
@@ -381,10 +575,13 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             # same inputs through each method: outputs compared
             if time.perf_counter() < deadline:
                 inp = ring[0]
+                preps[0](n)
+                be.synchronize()
+                p_tok, p_h = eng.dec["out_tokens"][:n].clone(), eng.dec["out_hidden"][:n].clone()
                 gs.step(n, bind={k: inp[k] for k in names})
                 be.synchronize()
                 c_tok, c_h = eng.dec["out_tokens"][:n].clone(), eng.dec["out_hidden"][:n].clone()
-                chk = {}
+                chk = {"prepared_bitwise_equal_package": bool(torch.equal(p_tok, c_tok) and torch.equal(p_h, c_h))}
                 if tg is not None:
                     tg.step(inp, tg.bucket(n))
                     be.synchronize()
@@ -530,8 +727,9 @@ def plots(out, folder):
     files = []
     pts = [p for p in out.get("points", []) if "methods" in p]
     ctxs = sorted({p["context"] for p in pts})
-    methods = ["cgrt", "cgrt_raw", "cgrt_rebind_all", "torch_graph", "eager"]
-    style = {"cgrt": "o-", "cgrt_raw": "s--", "cgrt_rebind_all": "^:", "torch_graph": "D-", "eager": "x-"}
+    methods = ["cgrt_prepared", "cgrt", "cgrt_raw", "cgrt_rebind_all", "launch_floor", "torch_graph", "eager"]
+    style = {"cgrt_prepared": "P-", "cgrt": "o-", "cgrt_raw": "s--", "cgrt_rebind_all": "^:", "launch_floor": "v--",
+             "torch_graph": "D-", "eager": "x-"}
     gpu = out["meta"].get("gpu") or out["meta"].get("device")
     for ctx in ctxs:
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -644,40 +842,8 @@ def main(argv=None):
             f"{pi['fixed_split_bytes'] / 2**20:.2f} MiB ({pi['splits']} splits, {pi['split_kernel']})")
 
         # ---- capture: cgrt ----
-        gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
-        f0 = free_bytes() if not be.emulated else None
-        secs = eng.capture_decode()
-        f1 = free_bytes() if not be.emulated else None
-        st = eng.decode_set.stats()
-        cap = {"sizes": eng.decode_sizes, "cgrt": {
-            "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "buckets": eng.decode_set.buckets(),
-            "graph_memory_bytes_reported": st["graph_memory_bytes"], "nodes": st["nodes"],
-            "driver_delta_bytes_total": None if f0 is None else f0 - f1,
-            "pool_bytes": None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0}}
-        say(f"cgrt captured {st['buckets']} buckets in {secs:.2f} s ({st['nodes']} nodes, "
-            f"{st['graph_memory_bytes'] / 2**20:.1f} MiB reported)")
-        # ---- capture: torch ----
-        tg = None
-        if not be.emulated:
-            tg = TorchGraphs(eng, eng.decode_sizes, stream)
-            tsecs = tg.capture(bt_static)
-            cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": pool_bytes(tg.pool),
-                            "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
-                            "driver_delta_bytes_total": sum(b["driver_delta_bytes"] for b in tg.buckets)}
-            say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.2f} s; cgrt/torch = {secs / tsecs:.2f}")
-            # the same with one warm-up for the whole set (before the largest bucket), both sides
-            tfirst = tg.capture(bt_static, warmup="first")
-            gs1 = eng.new_decode_set(warmup_runs=0)
-            t0 = time.perf_counter()
-            eng.eager_decode({k: eng.dec[k] for k in ("token_ids", "req_seq_lens", "req_positions", "block_table")},
-                             1, eng.S)
-            gs1.capture()
-            cfirst = time.perf_counter() - t0
-            gs1.close()
-            cap["warmup_first_only"] = {"cgrt_seconds_wall": cfirst, "torch_seconds_wall": tfirst,
-                                        "note": "one eager run before the largest bucket, none before the others"}
-            say(f"with one warm-up for the whole set: cgrt {cfirst:.2f} s, torch {tfirst:.2f} s "
-                f"(cgrt/torch = {cfirst / tfirst:.2f})")
+        cap = capture_bench(be, eng, stream, bt_static)
+        tg = cap.pop("_torch_graphs", None)
         out["capture"] = cap
         # ---- capture: spec sets ----
         td, tv = eng.capture_spec()

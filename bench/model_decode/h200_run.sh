@@ -7,6 +7,8 @@
 #   bash bench/model_decode/h200_run.sh bench    LIBDIR   # benchmark (about 3 min; < 8 min)
 #   bash bench/model_decode/h200_run.sh validate LIBDIR   # checked replay, serve, spec, py GPU tests
 #   bash bench/model_decode/h200_run.sh overhead LIBDIR   # host time of GraphSet.step vs raw call (~1 min)
+#   bash bench/model_decode/h200_run.sh final LIBDIR      # step_overhead, bench, check_stale, serve
+#                                                         # (~2 min); all in $OUT/final.tgz
 #
 # Logs, JSON and plots go to $OUT (default /tmp/model_decode_out); summary.txt there says
 # each part's exit status. Every part has its own timeout, so a hang cannot eat the rest.
@@ -47,8 +49,22 @@ case "$what" in
     part step_overhead_cross 120 python3 bench/model_decode/step_overhead.py --cross-stream \
       --json "$OUT/step_overhead_cross.json"
     ;;
+  final)
+    # one command for the issue 15 figures; the device tool returns at most 8 files, so
+    # the parts write under $OUT/final and everything is packed into $OUT/final.tgz
+    F=$OUT/final
+    mkdir -p "$F"
+    part step_overhead 40 python3 bench/model_decode/step_overhead.py --iters 2000 --json "$F/step_overhead.json"
+    part bench 170 python3 bench/model_decode/bench.py --out "$F/bench" --deadline 125 --iters 60 \
+      --point-seconds 1.5
+    part stale 40 python3 examples/deepseek_v2_lite/check_stale.py --json "$F/stale.json"
+    part serve 45 python3 examples/deepseek_v2_lite/serve.py --steps 1000 --time-limit 30 --json "$F/serve.json"
+    mv "$OUT"/*.log "$F/" 2>/dev/null
+    cp "$OUT/summary.txt" "$F/"
+    tar -C "$OUT" -czf "$OUT/final.tgz" final && rm -rf "$F"
+    ;;
   *)
-    echo "unknown part $what (bench, validate or overhead)"
+    echo "unknown part $what (bench, validate, overhead or final)"
     exit 2
     ;;
 esac

@@ -17,6 +17,13 @@ in blocks:
              through ctypes without the package (what the C call costs plus ctypes)
   ctypes     lib.cgrt_graphs_bucket_rows(handle, 0, n): a ctypes call of this set that does
              almost nothing in C (the ctypes floor); raw - ctypes estimates the C call
+  prepared   gs.prepare(bind)(n): the package's PreparedStep (bindings checked once at
+             prepare, one untyped foreign call per step)
+  nobind     cgrt_graphs_step with no bindings, untyped call (cgrt's path, nothing moved)
+  ctypes_untyped  cgrt_graphs_bucket_rows as an untyped call (the floor of "prepared")
+  launch     GPU: a bare cuGraphLaunch of the same bucket's executable on the set's stream,
+             untyped call into libcuda (the driver's floor for this graph; floor.py:
+             cgrt_graphs_bucket_exec prepares 32 direct launches at a time, untimed)
 On a GPU the set replays on torch's current stream (a side stream made current, as an
 engine does; --cross-stream: on the set's own stream, so the package orders the streams
 and calls record_stream). The summary line gives package - raw (what the package adds;
@@ -38,6 +45,9 @@ try:
 except ImportError:  # not installed: the repository's copy
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import cgrt
+
+sys.path.insert(0, HERE)
+from floor import Floors  # noqa: E402
 
 KERNEL = "bench_noop"
 PTX = b"""
@@ -108,10 +118,12 @@ def build(rt, args, arrays):
     return gs, bufs, out, ring
 
 
-def time_calls(fn, iters, sync):
+def time_calls(fn, iters, sync, pre=None):
     us = []
     pc = time.perf_counter
     for i in range(iters):
+        if pre is not None:
+            pre()
         t0 = pc()
         fn(i)
         t1 = pc()
@@ -167,10 +179,15 @@ def main(argv=None):
     def sync():
         rt.stream_synchronize(stream)
 
+    preps = [gs.prepare(b) for b in binds]
+    fl = Floors(gs, gs.bucket_rows(n))
     methods = {
         "package": lambda i: gs.step(n, bind=binds[i % RING]),
+        "prepared": lambda i: preps[i % RING](n),
         "raw": lambda i: raw_step(h, 0, n, arrs[i % RING], 4),
+        "nobind": lambda i: fl.nobind(n),
         "ctypes": lambda i: bucket_rows(h, 0, n),
+        "ctypes_untyped": lambda i: fl.ctypes_call(n),
     }
     for fn in methods.values():  # warm-up
         time_calls(fn, 20, sync)
@@ -182,6 +199,12 @@ def main(argv=None):
             if m == "raw":  # the package's record of the bindings in line again
                 gs.step(n, bind=binds[(per - 1) % RING])
                 sync()
+    if fl.launch_fn is not None:
+        time_calls(fl.launch, 20, sync, fl.before)
+        res["launch"] = time_calls(fl.launch, args.iters, sync, fl.before)
+        fl.finish()
+        gs.step(n, bind=binds[0])  # a step after the direct launches: its checks below
+        sync()
     st = gs.stats()
     summ = {m: _summary(v) for m, v in res.items()}
     pk, raw, ct = summ["package"]["p50"], summ["raw"]["p50"], summ["ctypes"]["p50"]
@@ -197,18 +220,24 @@ def main(argv=None):
                                 else "torch's current"},
         "host_us": summ, "package_minus_raw_us_p50": pk - raw, "package_over_raw_p50": pk / raw if raw else None,
         "c_call_estimate_us_p50": raw - ct, "target_us": 10.0,
+        "prepared_us_p50": summ["prepared"]["p50"],
+        "launch_floor_us_p50": summ["launch"]["p50"] if "launch" in summ else None,
+        "prepared_minus_launch_floor_us_p50": summ["prepared"]["p50"] - summ["launch"]["p50"] if "launch" in summ
+        else None,
         "stats": {k: st[k] for k in ("steps", "replays", "rebinds", "nodes_patched", "eager_fallbacks",
                                      "device_patches", "device_nodes_patched")},
         "device_patch_buckets": [b["rows"] for b in gs.buckets() if b["device_patch"]],
     }
     print(f"step_overhead on {info.device_name} ({info.driver}), {args.nodes} nodes x 4 bindings, "
           f"{'torch' if use_torch else 'DeviceArray'} bindings, {summ['package']['n']} calls each:")
-    for m in methods:
+    for m in summ:
         s = summ[m]
         print(f"  {m:8s} p50 {s['p50']:8.2f} us  p90 {s['p90']:8.2f}  mean {s['mean']:8.2f}  min {s['min']:8.2f}")
     print(f"  package - raw = {pk - raw:.2f} us (x{pk / raw:.2f}); C call (raw - ctypes floor) ~ {raw - ct:.2f} us; "
           f"issue 15 target: host time per step <= 10 us (package p50 {pk:.2f} us: "
-          f"{'MET' if pk <= 10 else 'NOT MET'})")
+          f"{'MET' if pk <= 10 else 'NOT MET'}); prepared p50 {summ['prepared']['p50']:.2f} us "
+          f"({'MET' if summ['prepared']['p50'] <= 10 else 'NOT MET'})"
+          + (f", bare cuGraphLaunch {summ['launch']['p50']:.2f} us" if "launch" in summ else ""))
     print(f"  stats: {out_json['stats']}")
     print(f"  patching: {'host (--host-patch)' if args.host_patch else 'device_patch'}; buckets patched on the "
           f"device: {out_json['device_patch_buckets'] or 'none (the host patches)'}")

@@ -268,18 +268,25 @@ class Engine:
         m.update(block_size=self.page, max_blocks_per_seq=self.MB)
         return m
 
-    def new_decode_set(self, sizes=None, warmup_runs=1):
-        """A decode graph set over the engine's buffers (not captured yet)."""
+    def new_decode_set(self, sizes=None, warmup_runs=1, warmup_once=1, serial_capture=0, device_patch=None, **extra):
+        """A decode graph set over the engine's buffers (not captured yet). By default one
+        eager warm-up for the whole bucket set (before the largest bucket: the step's lazy
+        initialisation happens there) and instantiation on cgrt's worker thread while the
+        next bucket captures."""
         bufs = [(n, t, DIRS[n]) for n, t in self.dec.items()]
         return self.be.graph_set(
             self._decode_step, bufs, max_num_seqs=self.S, max_model_len=self.max_model_len,
             capture_sizes=sizes or self.decode_sizes, meta=self._meta(), checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch,
-            warmup_runs=warmup_runs)
+            stream=self._stream_handle(), num_heads=self.cfg.heads,
+            device_patch=self.device_patch if device_patch is None else int(bool(device_patch)),
+            warmup_runs=warmup_runs, warmup_once=warmup_once, serial_capture=serial_capture, **extra)
 
-    def capture_decode(self, sizes=None):
-        """Creates and captures the decode set (one eager warm-up per bucket); seconds."""
+    def capture_decode(self, sizes=None, account_pool=False):
+        """Creates and captures the decode set; seconds. account_pool: log the private
+        pool's growth per bucket (GraphSet.pool_log)."""
         self.decode_set = self.new_decode_set(sizes)
+        if account_pool:
+            self.decode_set.account_pool()
         t0 = time.perf_counter()
         self.decode_set.capture()
         return time.perf_counter() - t0
@@ -296,13 +303,13 @@ class Engine:
         self.draft_set = self.be.graph_set(
             self._draft_step, dbufs, max_num_seqs=self.Ss, max_model_len=self.max_model_len,
             capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k, checked_replay=int(self.checked),
-            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch)
+            stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch, warmup_once=1)
         vbufs = [(n, t, DIRS[n]) for n, t in self.ver.items()]
         self.verify_set = self.be.graph_set(
             self._verify_step, vbufs, max_num_seqs=self.Sv, max_model_len=self.max_model_len,
             capture_sizes=vllm_capture_sizes(self.Sv, multiple_of=k + 1), meta=self._meta(),
             checked_replay=int(self.checked), stream=self._stream_handle(), num_heads=self.cfg.heads,
-            device_patch=self.device_patch)
+            device_patch=self.device_patch, warmup_once=1)
         t0 = time.perf_counter()
         self.draft_set.capture()
         t1 = time.perf_counter()

@@ -288,6 +288,19 @@ typedef struct cgrt_graphs_options {
    * max_num_seqs above CGRT_GRAPHS_MAX_ROWS: CGRT_ERROR_INVALID_ARGUMENT. Independent
    * of block_len: a set may capture both. */
   int verify_len;
+  /* 1: the warmup_runs eager runs happen once per cgrt_graphs_capture /
+   * cgrt_graphs_recapture call, before the first bucket it captures (the largest), not
+   * before each bucket (again before the next bucket when a bucket's warm-up or capture
+   * fails). For a step whose lazy initialisation (library handles, module loads,
+   * allocator growth) one run at the largest size covers. Default 0 (before each). */
+  int warmup_once;
+  /* 0 (default): while the callback captures bucket i + 1 on the calling thread, a worker
+   * thread of the set indexes, instantiates and uploads bucket i (on a stream of its
+   * own, with the set's context current; it makes no callback and no call on the capture
+   * stream); cgrt_graphs_capture returns after both are done, with the same results and
+   * statuses as in turn. 1: each bucket is instantiated before the next is captured (no
+   * thread). */
+  int serial_capture;
 } cgrt_graphs_options;
 
 /* Fills the defaults (and the size). Thread-safe. */
@@ -451,6 +464,11 @@ typedef struct cgrt_bucket_info {
   uint64_t replays;
   int draft_while;       /* 1 for a draft loop as a conditional WHILE node */
   int device_patch;      /* 1 when its kernel nodes are patched on the device */
+  /* Memory cgrt itself holds for this bucket, exactly as allocated: device memory (the
+   * device patch site table, group starts and launch counter) and pinned host memory
+   * (the device patch mailbox). 0 without device patching. */
+  size_t table_bytes;
+  size_t pinned_bytes;
 } cgrt_bucket_info;
 
 /* Number of buckets (draft loops included) and their descriptions, largest first per
@@ -462,6 +480,21 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
 /* The bucket size (rows) a step of num_reqs requests in `mode` would use; 0 if it would
  * run eagerly or fail. Thread-safe. */
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs);
+
+/* For measurement: the executable graph of bucket `index` (as in cgrt_graphs_get_bucket)
+ * in *exec, ready for exactly `launches` direct launches (cuGraphLaunch on
+ * cgrt_graphs_stream(set)): a bare launch of it is the floor of a step of that bucket. The
+ * set keeps owning it (never destroy or update it). A direct launch runs with the
+ * addresses and num_reqs of the bucket's last step (before the first: as captured, every
+ * row inert). Under device_patch its patch node reads one mailbox slot per launch: this
+ * call fills the next `launches` slots with "nothing moved" (waiting, as a step does,
+ * for slots the GPU has not read yet) and counts them as launched, so the caller must
+ * launch it exactly `launches` times before the set's next step or draft of this bucket;
+ * fewer or more leaves the mailbox out of step with the device and later steps patch
+ * wrong. launches: 0 to 32. Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE,
+ * CGRT_ERROR_INVALID_ARGUMENT (exec NULL, index out of range, launches over 32, or the
+ * bucket is not captured), CGRT_ERROR_DRIVER (waiting for a slot). Thread-safe. */
+cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, unsigned launches, CUgraphExec *exec);
 
 #ifdef __cplusplus
 }

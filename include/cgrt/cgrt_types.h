@@ -12,6 +12,7 @@
 #ifndef __cuda_cuda_h__
 typedef struct CUstream_st *CUstream;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraphExec_st *CUgraphExec;
 #if defined(_WIN64) || defined(__LP64__)
 typedef unsigned long long CUdeviceptr;
 #else

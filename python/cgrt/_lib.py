@@ -98,7 +98,8 @@ class GraphsOptions(Structure):
                 ("buffers", POINTER(BufferDesc)), ("num_buffers", c_size_t), ("meta", GraphMeta),
                 ("replay_mode", c_int), ("checked_replay", c_int), ("fail_past_largest", c_int),
                 ("stream", CUstream), ("draft_steps", c_int), ("draft_rebuild", DRAFT_REBUILD_FN),
-                ("draft_while", c_int), ("device_patch", c_int), ("verify_len", c_int)]
+                ("draft_while", c_int), ("device_patch", c_int), ("verify_len", c_int),
+                ("warmup_once", c_int), ("serial_capture", c_int)]
 
 
 class Binding(Structure):
@@ -120,7 +121,7 @@ class BucketInfo(Structure):
                 ("captured", c_int), ("nodes", c_size_t), ("patch_sites", c_size_t),
                 ("capture_seconds", c_double), ("instantiate_seconds", c_double),
                 ("memory_bytes", c_size_t), ("replays", c_uint64), ("draft_while", c_int),
-                ("device_patch", c_int)]
+                ("device_patch", c_int), ("table_bytes", c_size_t), ("pinned_bytes", c_size_t)]
 
 
 class MlaOptions(Structure):
@@ -228,6 +229,7 @@ SIGNATURES = {
     "cgrt_graphs_bucket_count": (c_size_t, [handle]),
     "cgrt_graphs_get_bucket": (S, [handle, c_size_t, P(BucketInfo)]),
     "cgrt_graphs_bucket_rows": (c_int, [handle, c_int, c_int]),
+    "cgrt_graphs_bucket_exec": (S, [handle, c_size_t, c_uint, P(c_void_p)]),
     # cgrt_mla.h
     "cgrt_mla_options_init": (None, [P(MlaOptions)]),
     "cgrt_mla_plan_create": (S, [handle, P(MlaOptions), P(handle)]),
@@ -350,6 +352,26 @@ def _bind(name):
 
 
 lib = _Lib()
+
+
+def raw_function(name):
+    """A second, untyped foreign function object for a cgrt_status function (restype int,
+    no argtypes, no errcheck): the caller passes ctypes objects of the exact C types (or
+    Python ints for C int parameters) and checks the status itself with check_status.
+    For per-step paths that must not pay ctypes' conversions."""
+    if SIGNATURES.get(name, (None,))[0] != S:
+        raise AttributeError(f"{name!r} is not a public function returning cgrt_status")
+    getattr(lib, name)  # loads the library and checks the export
+    fn = _cdll[name]  # a new object: the typed one stays as it is
+    fn.restype = c_int
+    fn.argtypes = None
+    return fn
+
+
+def check_status(result):
+    """What the typed functions' errcheck does after the call: raises for a failed status
+    or a pending Python reference kernel exception of this thread."""
+    return _errcheck(result, None, None)
 
 
 def load():

@@ -68,18 +68,25 @@ class PrivatePool:
         self.id = handle if handle is not None else torch.cuda.graph_pool_handle()
         self._begin, self._end = _pool_api(torch)
         self.uses = 0  # each begin adds a use that release() gives back
+        self.account = False  # True: log the allocator's reserved bytes around each capture
+        self.log = []  # [(reserved before, reserved after)] per capture, in capture order
 
     @contextlib.contextmanager
     def capture(self, stream_ptr):
         """torch's current stream is the capture stream; allocations go to the pool."""
         torch = self.torch
         with torch.cuda.stream(external_stream(torch, stream_ptr, self.device)):
+            before = torch.cuda.memory_reserved(self.device) if self.account else None
             self._begin(self.device, self.id)
             self.uses += 1
             try:
                 yield
             finally:
                 self._end(self.device, self.id)
+                if before is not None:
+                    # while this thread captures, only the pool can grow (the set's worker
+                    # thread allocates no torch memory): the growth is the pool's
+                    self.log.append((before, torch.cuda.memory_reserved(self.device)))
 
     @contextlib.contextmanager
     def eager(self, stream_ptr):

@@ -6,12 +6,13 @@ graphs, patching the nodes whose buffers were rebound. See docs/python.md.
 """
 import contextlib
 import ctypes
+import functools
 import sys
 import weakref
 from ctypes import byref, c_int, c_void_p
 
 from . import _lib
-from ._errors import EmulatedKernelError, Error
+from ._errors import EmulatedKernelError, Error, InvalidHandleError
 from ._handle import Handle
 from ._lib import lib
 from ._options import enum_value, make_options
@@ -19,7 +20,7 @@ from ._streams import stream_ptr
 from ._torch import PrivatePool, external_stream, torch_loaded
 from .runtime import DeviceArray
 
-__all__ = ["GraphSet", "Batch", "MODES", "REPLAY_MODES", "DIRECTIONS"]
+__all__ = ["GraphSet", "Batch", "PreparedStep", "MODES", "REPLAY_MODES", "DIRECTIONS"]
 
 MODES = {"decode": 0, "block": 1, "verify": 2}
 REPLAY_MODES = {"pointer_update": 0, "copy_in": 1, "exec_update": 2}
@@ -177,6 +178,7 @@ class GraphSet(Handle):
         if meta is not None:
             self._set_meta(opts.meta, dict(meta))
         self._pool = None
+        self._pool_rows = []  # rows of each capture logged by the pool (account_pool)
         if self._torch is not None and torch_pool is not False:
             handle = torch_pool if torch_pool not in (None, True) else None
             self._pool = PrivatePool(self._torch, runtime.device_ordinal, handle)
@@ -245,6 +247,8 @@ class GraphSet(Handle):
             ctx = contextlib.nullcontext()
             if self._pool is not None:
                 ctx = self._pool.capture(batch.stream) if batch.capturing else self._pool.eager(batch.stream)
+                if batch.capturing and self._pool.account:
+                    self._pool_rows.append(batch.padded_rows)
             with ctx:
                 fn(batch.stream, *extra, batch)
             return 0
@@ -311,6 +315,7 @@ class GraphSet(Handle):
         self._events = None  # (before, after) torch.cuda.Event, reused every cross-stream step
         self._cur_streams = {}  # raw current stream -> torch stream object
         self._raw_current = None
+        self._last_prepared = None  # the PreparedStep whose bindings _bound holds now
         if self._torch is not None:
             c = self._torch._C
             self._raw_current = getattr(c, "_cuda_getCurrentRawStream", None)
@@ -433,6 +438,7 @@ class GraphSet(Handle):
         self._replayed(moved, cs)
 
     def _replayed(self, moved, cs):
+        self._last_prepared = None
         if cs is not None:
             self._order_after(cs)
         if self.replay_mode == _COPY_IN:
@@ -452,6 +458,23 @@ class GraphSet(Handle):
     def draft(self, num_reqs, bind=None):
         """A draft loop of options.draft_steps steps (cgrt_graphs_draft)."""
         self._replay("cgrt_graphs_draft", (int(num_reqs),), bind)
+
+    def prepare(self, bind, mode="decode", draft=False):
+        """A :class:`PreparedStep`: ``step(num_reqs, mode, bind)`` (or ``draft(num_reqs,
+        bind)`` with ``draft=True``) with the bindings checked and laid out once, here.
+        Calling it costs a few attribute reads and one foreign call."""
+        if self._in_step:
+            raise RuntimeError("prepare: called from inside this graph set's step")
+        self.handle  # raises once closed
+        if not bind:
+            raise ValueError("prepare: no bindings (a step without bindings needs no preparation)")
+        bind = dict(bind)
+        _, arr, _, _ = self._plan(tuple(bind))
+        arr, n, moved, tensors = self._bindings(bind)  # every check of step(bind=...), now
+        own = (_lib.Binding * n)()
+        ctypes.memmove(own, arr, ctypes.sizeof(own))
+        m = None if draft else enum_value(mode, MODES, "mode")
+        return PreparedStep(self, own, tuple(moved), tuple(tensors), bind, m)
 
     def set_ranges(self, ranges):
         """Live ranges for checked replay: a list of arrays or (address, bytes[, what])."""
@@ -486,6 +509,94 @@ class GraphSet(Handle):
             out.append(d)
         return out
 
+    def account_pool(self, on=True):
+        """GPU with torch: from now on, log torch's reserved bytes around each capture of a
+        bucket (one ``torch.cuda.memory_reserved`` before and after; see pool_log)."""
+        if self._pool is not None:
+            self._pool.account = bool(on)
+
+    def pool_log(self):
+        """[(rows of the bucket, bytes the set's private pool grew by while capturing it)],
+        one entry per run of the step under capture (a draft loop's bucket has one per
+        draft step), in capture order, for the captures made while account_pool was on
+        (empty without a pool). While the set captures, only its pool takes new memory on the capturing
+        thread, so the growth is exactly the segments the pool added for that bucket; a
+        bucket that reused segments of earlier (larger) buckets adds 0."""
+        if self._pool is None:
+            return []
+        return [(rows, after - before) for rows, (before, after) in zip(self._pool_rows, self._pool.log)]
+
     def bucket_rows(self, num_reqs, mode="decode"):
         """The bucket (rows) a step of num_reqs would use; 0 if none."""
         return lib.cgrt_graphs_bucket_rows(self.handle, enum_value(mode, MODES, "mode"), int(num_reqs))
+
+
+class PreparedStep:
+    """``gs.prepare(bind)``: one step (or draft loop) of a graph set with a fixed set of
+    bindings, for the per-step loop of an engine that cycles through a few input sets.
+
+    Checked once, by ``prepare``: everything ``GraphSet.step(bind=...)`` checks per step
+    (names, dtype, shape, device, contiguity, non-null address; raw int addresses
+    unchecked as there); the addresses are read then, and the arrays are kept alive by
+    this object. So an array must keep its storage while this object is used (no
+    ``resize_``/``set_`` of a prepared tensor; checked replay would refuse a freed one).
+
+    Checked per call: the set is open; not called from inside the set's step; with torch
+    on a GPU, the replay stream is torch's current stream (otherwise the call takes
+    ``GraphSet.step``'s path, which orders the streams and record_streams the tensors).
+    The C call makes its own checks (binding ranges; with checked replay every pointer,
+    refusing stale ones with nothing launched). A failed status raises as ``step`` does.
+
+    ``ps(num_reqs)`` then costs a few attribute reads, a comparison of raw stream
+    pointers, and one foreign call with arguments already in C form (no ctypes argument
+    conversion, no errcheck). Not thread-safe (as the set's other methods)."""
+
+    __slots__ = ("_gs", "_arr", "_fn", "_m", "_mode", "moved", "tensors", "bind", "_fin", "_name")
+
+    def __init__(self, gs, arr, moved, tensors, bind, mode):
+        self._gs, self._arr, self.moved, self.tensors, self.bind = gs, arr, moved, tensors, bind
+        self._name = "cgrt_graphs_step" if mode is not None else "cgrt_graphs_draft"
+        fn, h = _lib.raw_function(self._name), c_void_p(gs.handle)
+        self._fn = functools.partial(fn, h) if mode is None else functools.partial(fn, h, mode)
+        self._m = ctypes.c_size_t(len(moved))
+        self._mode = mode
+        self._fin = gs._finalizer
+
+    def __call__(self, num_reqs):
+        gs = self._gs
+        if gs._in_step:
+            raise RuntimeError(f"{self._name}: called from inside this graph set's step")
+        if not self._fin.alive:
+            raise InvalidHandleError("this graph set is closed")
+        rc = gs._raw_current
+        if rc is not None and rc(gs._want_dev) != gs._stream:  # cross-stream: the full path
+            if self._mode is None:
+                return gs.draft(num_reqs, bind=self.bind)
+            return gs.step(num_reqs, mode=_MODE_NAMES[self._mode], bind=self.bind)
+        gs._step_error = None
+        gs._pending = self.moved
+        try:
+            r = self._fn(int(num_reqs), self._arr, self._m)
+        finally:
+            gs._pending = ()
+        if r or _lib._kernel_errors:
+            try:
+                _lib.check_status(r)
+            except Error as e:
+                cause, gs._step_error = gs._step_error, None
+                if isinstance(e, EmulatedKernelError) and e.call_status == 0:
+                    self._applied(gs)
+                if cause is not None:
+                    raise e from cause
+                raise
+        if gs._last_prepared is not self:
+            self._applied(gs)
+
+    def _applied(self, gs):
+        if gs.replay_mode == _COPY_IN:
+            gs._last_refs = self.moved  # one step only: alive until the next step
+            return
+        bound, bound_ptr = gs._bound, gs._bound_ptr
+        for i, obj, ptr in self.moved:
+            bound[i], bound_ptr[i] = obj, ptr
+        gs._last_prepared = self

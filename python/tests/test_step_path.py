@@ -153,3 +153,68 @@ def test_device_array_bindings(rt, axpy):
     with pytest.raises(cgrt.InvalidHandleError):
         gs.step(2, bind={"x": gone})
     assert gs._bound[0] is x2
+
+
+def test_prepared_steps_replay_like_eager_and_keep_the_sets_record(rt, axpy):
+    x, y = torch.zeros(16), torch.zeros(16)
+    gs = _set(rt, axpy, x, y)
+    ring = [torch.full((16,), float(k + 1)) for k in range(3)]
+    preps = [gs.prepare({"x": t}) for t in ring]
+    expect = torch.zeros(16)
+    for k in range(7):
+        preps[k % 3](3 + (k % 2))  # 3 or 4 requests: one bucket, num_reqs patched
+        rt.synchronize()
+        expect[:4] += 2 * ring[k % 3][:4]
+        assert torch.equal(y, expect), f"step {k}"
+        assert gs._bound[0] is ring[k % 3] and gs._bound_ptr[0] == ring[k % 3].data_ptr()
+    gs.step(3, bind={"x": ring[0]})  # the general path in between: the record stays right
+    preps[0](3)
+    assert gs._bound[0] is ring[0]
+    rt.synchronize()
+    expect[:4] += 4 * ring[0][:4]
+    assert torch.equal(y, expect)
+    st = gs.stats()
+    assert st["replays"] == 9 and st["rebinds"] >= 7
+
+
+def test_prepare_checks_once_and_calls_refuse_what_step_refuses(rt, axpy):
+    x, y = torch.zeros(16), torch.zeros(16)
+    gs = _set(rt, axpy, x, y)
+    with pytest.raises(TypeError, match="dtype int32, expected float32"):
+        gs.prepare({"x": torch.zeros(16, dtype=torch.int32)})
+    with pytest.raises(ValueError, match=r"shape \[8\], expected \[16\]"):
+        gs.prepare({"x": torch.zeros(8)})
+    with pytest.raises(KeyError, match="no buffer named 'z'"):
+        gs.prepare({"z": torch.zeros(16)})
+    with pytest.raises(ValueError, match="no bindings"):
+        gs.prepare({})
+    ps = gs.prepare({"x": torch.ones(16)})
+    with pytest.raises(cgrt.InvalidArgumentError, match="num_reqs 17"):
+        ps(17)
+    with pytest.raises(cgrt.InvalidArgumentError, match="num_reqs 0"):
+        ps(0)
+    raw = gs.prepare({"x": 0})  # a raw address, unchecked here as in step(): the C call refuses null
+    with pytest.raises(cgrt.InvalidArgumentError, match="binding 0"):
+        raw(1)
+    gs.close()
+    with pytest.raises(cgrt.InvalidHandleError, match="closed"):
+        ps(1)
+
+
+def test_prepared_step_inside_the_step_raises_and_fails_the_call(rt, axpy):
+    x, y = torch.zeros(16), torch.zeros(16)
+    holder = {}
+
+    def step(stream, b):
+        if not b.capturing and "ps" in holder:
+            holder["ps"](1)
+        axpy.launch(1, 1, [ctypes.c_float(2.0), b["x"], b["y"], ctypes.c_int32(b.padded_rows)], stream=stream)
+
+    gs = rt.graphs(step, max_num_seqs=16, max_model_len=8, buffers=[("x", x, "in"), ("y", y)],
+                   capture_sizes=[4], warmup_runs=0)
+    gs.capture()
+    holder["ps"] = gs.prepare({"x": torch.ones(16)})
+    with pytest.raises(cgrt.CallbackFailedError) as ei:
+        holder["ps"](8)  # past the largest bucket: runs the step eagerly, which calls ps
+    assert isinstance(ei.value.__cause__, RuntimeError)
+    assert "inside this graph set's step" in str(ei.value.__cause__)

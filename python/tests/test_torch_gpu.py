@@ -115,6 +115,37 @@ def test_graph_set_with_a_torch_step(grt):
     gs.close()
 
 
+def test_prepared_steps_and_pool_growth_per_bucket(grt):
+    x = torch.randn(64, 128, device="cuda")
+    w = torch.randn(128, 128, device="cuda")
+    y = torch.empty(64, 128, device="cuda")
+
+    def step(stream, b):
+        h = torch.relu(b["x"][: b.padded_rows] @ w)  # a temporary from the private pool in capture
+        b["y"][: b.padded_rows].copy_(h * 2)
+
+    run = torch.cuda.Stream()
+    with torch.cuda.stream(run):  # the set replays on torch's current stream: the fast path
+        gs = grt.graphs(step, max_num_seqs=64, max_model_len=64, capture_sizes=[8, 64],
+                        buffers=[("x", x, "in"), ("y", y, "out")], stream=run.cuda_stream, warmup_once=1)
+        gs.account_pool()
+        gs.capture()
+        log = gs.pool_log()
+        assert [r for r, _ in log] == [64, 8]  # largest first
+        assert log[0][1] > 0 and log[1][1] >= 0
+        segs = sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+                   if tuple(seg.get("segment_pool_id", ())) == tuple(gs._pool.id))
+        assert segs == sum(g for _, g in log)  # the pool's segments, all counted
+        ring = [torch.randn(64, 128, device="cuda") for _ in range(3)]
+        preps = [gs.prepare({"x": t}) for t in ring]
+        for k in range(6):
+            preps[k % 3](5)
+            expect = torch.relu(ring[k % 3][:8] @ w) * 2
+            torch.testing.assert_close(y[:8], expect)
+        assert gs._bound[0] is ring[2]
+    gs.close()
+
+
 def _torch_graph(pool, stream, x, w, out):
     """A torch.cuda.graph into `pool` whose temporary comes from the pool."""
     g = torch.cuda.CUDAGraph()

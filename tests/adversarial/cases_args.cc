@@ -1110,6 +1110,10 @@ void graphs_cases() {
     bi.size = sizeof bi;
     return cgrt_graphs_get_bucket(s, 0, &bi);
   });
+  set_handle_cases("cgrt_graphs_bucket_exec", [](World &, cgrt_graphs *s) {
+    CUgraphExec x = nullptr;
+    return cgrt_graphs_bucket_exec(s, 0, 0, &x);
+  });
   value_handle_cases<cgrt_graphs, CUstream>("cgrt_graphs_stream", live_set, dead_set, cgrt_graphs_stream, nullptr);
   value_handle_cases<cgrt_graphs, size_t>("cgrt_graphs_bucket_count", live_set, dead_set, cgrt_graphs_bucket_count,
                                           (size_t)0);
@@ -1296,6 +1300,20 @@ void graphs_cases() {
        },
        {IA}, nullptr},
       {"cgrt_graphs_get_bucket/info NULL", [](World &, cgrt_graphs *s) { return cgrt_graphs_get_bucket(s, 0, nullptr); },
+       {IA}, nullptr},
+      {"cgrt_graphs_bucket_exec/exec NULL",
+       [](World &, cgrt_graphs *s) { return cgrt_graphs_bucket_exec(s, 0, 0, nullptr); }, {IA}, nullptr},
+      {"cgrt_graphs_bucket_exec/index SIZE_MAX",
+       [](World &, cgrt_graphs *s) {
+         CUgraphExec x = nullptr;
+         return cgrt_graphs_bucket_exec(s, SIZE_MAX, 0, &x);
+       },
+       {IA}, nullptr},
+      {"cgrt_graphs_bucket_exec/launches UINT_MAX",
+       [](World &, cgrt_graphs *s) {
+         CUgraphExec x = nullptr;
+         return cgrt_graphs_bucket_exec(s, 0, UINT_MAX, &x);
+       },
        {IA}, nullptr},
       {"cgrt_graphs_get_bucket/info->size 0",
        [](World &w, cgrt_graphs *s) {

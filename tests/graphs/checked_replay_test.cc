@@ -201,4 +201,52 @@ TEST_F(GraphsTest, DeclaredRangesMustLieInsideOneLiveAllocation) {
   CGRT_ASSERT_OK(cgrt_graphs_set_ranges(set, &fine, 1));
 }
 
+namespace {
+// gt_scale with n = 0: its in/out parameters are never read. `in` holds `unused`, a
+// value no allocation was ever at; `out` the host's chosen address.
+struct Unread {
+  const cgrt__driver *drv = nullptr;
+  CUfunction f = nullptr;
+  CUdeviceptr unused = 0, out = 0;
+};
+cgrt_status unread_cb(void *user, CUstream s, const cgrt_batch_desc *) {
+  Unread *u = static_cast<Unread *>(user);
+  int n = 0;
+  float a = 1.0f;
+  void *args[] = {&n, &u->unused, &u->out, &a};
+  return u->drv->cuLaunchKernel(u->f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS ? CGRT_SUCCESS
+                                                                                      : CGRT_ERROR_DRIVER;
+}
+}  // namespace
+
+// A whole 8-byte parameter holding a value at which the driver knows no allocation when
+// the graph is indexed (as cuBLASLt passes the host address of alpha, on the host's stack,
+// to its split-K reduce kernel, which does not read it: H200, perf15 run 2) is no pointer
+// for checked replay; the other parameter, into a registered buffer, is still checked.
+TEST_F(GraphsTest, CheckedReplayIgnoresAHostAddressAKernelDoesNotRead) {
+  start();
+  cgrt_module *m = nullptr;
+  Unread u;
+  load_gt_scale(&m, &u.f);
+  ASSERT_NE(u.f, nullptr);
+  u.drv = eng.drv;
+  u.unused = 0x7ffc2e6d4060ull;  // 8-byte aligned, above 4 GiB: looks like a pointer
+  unsigned long long id = 0;
+  ASSERT_EQ(eng.drv->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, u.unused), CUDA_ERROR_INVALID_VALUE)
+      << "no allocation there";
+  const CUdeviceptr y = eng.alloc(eng.a.bytes[synth::Y]);
+  ASSERT_NE(y, 0u);
+  cgrt_buffer_desc buf = {"y", y, eng.a.bytes[synth::Y], CGRT_BUFFER_INOUT};
+  u.out = y;  // a registered buffer
+  one_bucket_set(unread_cb, &u, &buf, 1, 0, /*checked=*/1);
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, nullptr, 0));
+  ASSERT_EQ(sync(), CGRT_SUCCESS);
+  ASSERT_EQ(eng.drv->cuMemFree(y), CUDA_SUCCESS);  // the buffer's memory goes: refused
+  eng.extra.erase(std::remove(eng.extra.begin(), eng.extra.end(), y), eng.extra.end());
+  CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, nullptr, 0));
+  const std::string msg = cgrt_last_error();
+  EXPECT_EQ(msg.find("0x7ffc2e6d4060"), std::string::npos) << msg;
+  CGRT_ASSERT_OK(cgrt_module_unload(m));
+}
+
 }  // namespace cgrt_graphs_test
