@@ -84,7 +84,9 @@ typedef struct {
 
 /* X(symbol, required, counted, return type, (parameters), (arguments))
  * counted: 1 for the calls the fault wrapper counts and may fail (those returning an
- * ncclResult_t that do work), 0 for those that only report (version, error strings). */
+ * ncclResult_t that do work), 0 for those that only report (version, error strings),
+ * 2 for ncclGroupEnd, which a failing call still runs first: NCCL closes the group
+ * whatever it reports, and a group left open would unbalance the thread's groups. */
 #define CGRT_NCCL_API(X)                                                                          \
   X(ncclGetVersion, CGRT__REQUIRED, 0, ncclResult_t, (int *version), (version))                   \
   X(ncclGetErrorString, CGRT__REQUIRED, 0, const char *, (ncclResult_t result), (result))          \
@@ -117,7 +119,7 @@ typedef struct {
      CUstream stream),                                                                            \
     (recvbuff, count, datatype, peer, comm, stream))                                              \
   X(ncclGroupStart, CGRT__REQUIRED, 1, ncclResult_t, (void), ())                                  \
-  X(ncclGroupEnd, CGRT__REQUIRED, 1, ncclResult_t, (void), ())
+  X(ncclGroupEnd, CGRT__REQUIRED, 2, ncclResult_t, (void), ())
 
 typedef struct cgrt__nccl {
   const char *name; /* "nccl", "emulated", "fault(nccl)", "fault(emulated)" */

@@ -19,16 +19,19 @@ static ncclResult_t check(const char *symbol) {
   return r ? (ncclResult_t)r : ncclInternalError;
 }
 
-/* The wrappers of slot k: nf<k>_<symbol>; counted calls consult the plan first. */
-#define CGRT__NF_CHECK_0(sym)
-#define CGRT__NF_CHECK_1(sym)                 \
-  ncclResult_t r_ = check(#sym);              \
-  if (r_ != ncclSuccess) return r_;
-#define CGRT__NF_WRAP(k, sym, counted, ret, params, args)               \
-  static ret nf##k##_##sym params {                                     \
-    CGRT__NF_CHECK_##counted(sym)                                       \
-    return __atomic_load_n(&g_base[k], __ATOMIC_ACQUIRE)->sym args;     \
-  }
+/* The wrappers of slot k: nf<k>_<symbol>. counted 1: the plan is consulted first;
+ * 2: the call runs, then the plan may replace its result (see runtime/nccl.h). */
+#define CGRT__NF_BODY_0(k, sym, args) return __atomic_load_n(&g_base[k], __ATOMIC_ACQUIRE)->sym args;
+#define CGRT__NF_BODY_1(k, sym, args)                                   \
+  ncclResult_t r_ = check(#sym);                                        \
+  if (r_ != ncclSuccess) return r_;                                     \
+  return __atomic_load_n(&g_base[k], __ATOMIC_ACQUIRE)->sym args;
+#define CGRT__NF_BODY_2(k, sym, args)                                   \
+  ncclResult_t r_ = __atomic_load_n(&g_base[k], __ATOMIC_ACQUIRE)->sym args; \
+  ncclResult_t f_ = check(#sym);                                        \
+  return f_ != ncclSuccess ? f_ : r_;
+#define CGRT__NF_WRAP(k, sym, counted, ret, params, args) \
+  static ret nf##k##_##sym params { CGRT__NF_BODY_##counted(k, sym, args) }
 #define CGRT__NF0(sym, req, counted, ret, params, args) CGRT__NF_WRAP(0, sym, counted, ret, params, args)
 #define CGRT__NF1(sym, req, counted, ret, params, args) CGRT__NF_WRAP(1, sym, counted, ret, params, args)
 #define CGRT__NF2(sym, req, counted, ret, params, args) CGRT__NF_WRAP(2, sym, counted, ret, params, args)

@@ -225,9 +225,12 @@ static ncclResult_t e_ncclCommAbort(ncclComm_t comm) {
 
 /* ---- meeting the other ranks ---- */
 /* Waits until every rank of q arrived at this barrier; 0, or -1 when the clique is (or
- * gets) aborted. g_mu held. */
-static int barrier(clique *q) {
-  if (q->aborted) return -1;
+ * gets) aborted. `leaving`: the second barrier of an operation, which every rank has
+ * entered (they all passed the first): it waits for all of them even when the clique
+ * was aborted meanwhile, since until then they may read each other's buffers (only the
+ * backstop ends it early). g_mu held. */
+static int barrier(clique *q, int leaving) {
+  if (q->aborted && !leaving) return -1;
   unsigned long gen = q->gen;
   if (++q->arrived == q->nranks) {
     q->arrived = 0;
@@ -238,8 +241,11 @@ static int barrier(clique *q) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += EMU_NCCL_BACKSTOP_S;
-  while (q->gen == gen && !q->aborted) {
-    if (pthread_cond_timedwait(&g_cv, &g_mu, &until) == ETIMEDOUT && q->gen == gen) abort_clique(q);
+  while (q->gen == gen && (leaving || !q->aborted)) {
+    if (pthread_cond_timedwait(&g_cv, &g_mu, &until) == ETIMEDOUT && q->gen == gen) {
+      abort_clique(q);
+      break;
+    }
   }
   return q->gen != gen ? 0 : -1;
 }
@@ -389,7 +395,7 @@ static void CUDA_CB run_op(void *user) {
     return;
   }
   q->posts[c->rank] = me;
-  if (barrier(q) != 0) {
+  if (barrier(q, 0) != 0) {
     set_err(c, ncclRemoteError);
     pthread_mutex_unlock(&g_mu);
     return;
@@ -398,11 +404,11 @@ static void CUDA_CB run_op(void *user) {
   pthread_mutex_unlock(&g_mu);
   if (agree) compute(me, q->posts, q->nranks, c->rank);
   pthread_mutex_lock(&g_mu);
+  if (barrier(q, 1) != 0) set_err(c, ncclRemoteError);
   if (!agree) {
-    set_err(c, ncclInvalidUsage);
+    set_err(c, ncclInvalidUsage); /* every rank sees the mismatch */
     abort_clique(q);
   }
-  if (barrier(q) != 0) set_err(c, agree ? ncclRemoteError : ncclInvalidUsage);
   pthread_mutex_unlock(&g_mu);
 }
 

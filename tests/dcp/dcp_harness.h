@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -179,7 +180,9 @@ class Harness : public ::testing::Test {
   }
 
   // A runtime per rank (emulation in CI; device `rank` with CGRT_DRIVER=cuda).
+  // Thread-safe: the rank threads ask for their runtimes.
   cgrt_runtime *runtime(int rank, int fault = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
     while ((int)rts_.size() <= rank) rts_.push_back(nullptr);
     if (!rts_[rank]) {
       cgrt_runtime_options o;
@@ -289,6 +292,7 @@ class Harness : public ::testing::Test {
     for (auto &t : th) t.join();
   }
 
+  std::mutex mu_;
   std::vector<cgrt_runtime *> rts_;
   cgrt_runtime *ref_rt_ = nullptr;
   bool owned_ref_ = false;
