@@ -16,7 +16,11 @@
  *      the partial outputs and LSEs of rank j's heads into one slice, exchanges the
  *      slices in one all-to-all (grouped ncclSend/ncclRecv), and merges the world_size
  *      slices it received with the cgrt_dcp_merge kernel, in rank order (deterministic;
- *      padding rows, LSE -inf on every rank, come out as zeros with LSE -inf).
+ *      padding rows, LSE -inf on every rank, come out as zeros with LSE -inf);
+ *      CGRT_DCP_MERGE_REDUCE_SCATTER all-gathers the LSEs (ncclAllGather), rescales its
+ *      own partials by exp(LSE - merged LSE) into one slice per rank (cgrt_dcp_rescale),
+ *      and sums the slices over the ranks in bf16 into out (ncclReduceScatter; NCCL's
+ *      reduction order, fixed for a fixed size and topology, so replay equals eager).
  * Nothing is allocated, sized or synchronized per step and every launch and collective
  * has fixed arguments for a fixed (group, num_rows, tensors): the step is captured into
  * a CUDA graph per bucket (collectives included, as NCCL supports) and replays with
@@ -76,8 +80,8 @@ typedef enum cgrt_dcp_merge {
   CGRT_DCP_MERGE_AUTO = 0,
   /* One all-to-all of partial outputs and LSEs, then cgrt_dcp_merge (see above). */
   CGRT_DCP_MERGE_ALL_TO_ALL = 1,
-  /* All-gather of the LSEs, local rescale, reduce-scatter of the outputs over heads:
-   * not implemented yet (cgrt_dcp_group_create returns CGRT_ERROR_NOT_SUPPORTED). */
+  /* All-gather of the LSEs, local rescale, reduce-scatter of the outputs over heads
+   * (see above): bf16 sums, so world_size - 1 more roundings of the output. */
   CGRT_DCP_MERGE_REDUCE_SCATTER = 2
 } cgrt_dcp_merge;
 
@@ -118,17 +122,18 @@ cgrt_status cgrt_dcp_unique_id(cgrt_runtime *rt, const char *nccl_library, cgrt_
  * (every rank of the group calls this with the same id and world_size; it returns once
  * all have joined, or fails after timeout_ms), the MLA plan (its workspace reservation:
  * call before cgrt_workspace_lock), the step's buffers (cgrt_mem_alloc: gathered
- * queries, partial outputs and LSEs, the all-to-all's send and receive slices), a stream
+ * queries, partial outputs and LSEs, the merge's send and receive slices and gathered
+ * LSEs), a stream
  * and an event for cgrt_dcp_agree and cgrt_dcp_wait.
  * Ownership: *out is owned by the caller, released with cgrt_dcp_group_destroy, before
  * the runtime. On failure *out is NULL, nothing leaks and the communicator, if it was
  * made, is aborted (the other ranks' creation then fails too, at the latest after their
  * timeout).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
- * (NULL options or out, size too small, world_size < 1, rank out of range, timeout_ms
- * < 1, bad gather_q or merge, and every status cgrt_mla_plan_create gives for the
- * mla options); CGRT_ERROR_NOT_SUPPORTED (NCCL not found or too old; merge
- * REDUCE_SCATTER); CGRT_ERROR_DRIVER (an NCCL call failed, or the other ranks did not
+ * (NULL options or out, size too small, world_size not in 1..64, rank out of range,
+ * timeout_ms < 1, bad gather_q or merge, and every status cgrt_mla_plan_create gives
+ * for the mla options); CGRT_ERROR_NOT_SUPPORTED (NCCL not found or too old);
+ * CGRT_ERROR_DRIVER (an NCCL call failed, or the other ranks did not
  * join within timeout_ms: the message says which); CGRT_ERROR_CAPTURING;
  * CGRT_ERROR_WORKSPACE_LOCKED; CGRT_ERROR_OUT_OF_MEMORY. Thread-safe with calls on
  * other groups. Must not be called while capturing. */

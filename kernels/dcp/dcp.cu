@@ -82,3 +82,46 @@ extern "C" __global__ void __launch_bounds__(128) cgrt_dcp_transpose(const char 
       ((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
   }
 }
+
+// cgrt_dcp_rescale(part, lse_all, rows, heads, world, rank, dst, out_lse)
+//
+// The local half of the reduce-scatter merge. part: this rank's partial outputs
+// [rows][world x heads][512] bf16 over its shard; lse_all: every rank's LSEs as
+// all-gathered, [world][rows][world x heads] fp32. For query head g = j x heads + h of a
+// row, L = log(sum_w exp(lse_all[w][row][g])) (max-shifted; -inf when every rank's is
+// -inf), and dst[j][row][h][:] = bf16(part[row][g][:] x exp(lse_own - L)), 0 where this
+// rank's LSE is -inf (its partial is not read). Summing dst over the ranks (a
+// reduce-scatter over j) gives the merged output of rank j's heads. out_lse (not NULL):
+// [rows][heads], L of this rank's own heads (j = rank). Grid: rows x world x heads CTAs
+// (item = (row x world + j) x heads + h) of 128 threads, 4 values per thread.
+extern "C" __global__ void __launch_bounds__(128) cgrt_dcp_rescale(const __nv_bfloat16 *part, const float *lse_all,
+                                                                   int rows, int heads, int world, int rank,
+                                                                   __nv_bfloat16 *dst, float *out_lse) {
+  const long long item = blockIdx.x;
+  const long long qh = (long long)world * heads;
+  const long long h = item % heads, j = (item / heads) % world, row = item / qh;
+  if (row >= rows) return;
+  const long long g = j * heads + h;
+  float m = -INFINITY;
+  for (int w = 0; w < world; w++) m = fmaxf(m, lse_all[((long long)w * rows + row) * qh + g]);
+  float total = -INFINITY;
+  if (m != -INFINITY) {
+    float s = 0.f;
+    for (int w = 0; w < world; w++) {
+      const float l = lse_all[((long long)w * rows + row) * qh + g];
+      if (l != -INFINITY) s += expf(l - m);
+    }
+    total = m + logf(s);
+  }
+  const float own = lse_all[((long long)rank * rows + row) * qh + g];
+  const int c = threadIdx.x * 4;
+  __nv_bfloat16 *o = dst + ((j * rows + row) * heads + h) * CGRT_DCP_DV + c;
+  if (own == -INFINITY) {
+    for (int k = 0; k < 4; k++) o[k] = __float2bfloat16_rn(0.f);
+  } else {
+    const float scale = expf(own - total);
+    const __nv_bfloat16 *v = part + (row * qh + g) * CGRT_DCP_DV + c;
+    for (int k = 0; k < 4; k++) o[k] = __float2bfloat16_rn(scale * __bfloat162float(v[k]));
+  }
+  if (out_lse && j == rank && threadIdx.x == 0) out_lse[row * heads + h] = total;
+}

@@ -21,13 +21,15 @@ struct cgrt_dcp_group {
   cgrt_dcp_options o; /* mla.dcp_world_size = world_size, nccl_library NULL */
   cgrt_mla_plan *plan;
   int max_rows;
-  CUfunction merge_fn, transpose_fn;
+  CUfunction merge_fn, transpose_fn, rescale_fn;
   /* The step's buffers (cgrt_mem_alloc, worst case). */
   CUdeviceptr q_raw;    /* gather_q: [W][rows][heads x 576] bf16, as all-gathered */
   CUdeviceptr q_full;   /* gather_q: [rows][W x heads][576] bf16, for the MLA step */
   CUdeviceptr part_out; /* [rows][W x heads][512] bf16: the partials over this shard */
   CUdeviceptr part_lse; /* [rows][W x heads] fp32 */
-  CUdeviceptr send, recv; /* W slices of cgrt__dcp_segment_bytes(rows) each */
+  CUdeviceptr send, recv; /* W slices of cgrt__dcp_segment_bytes(rows) each; the
+                           * reduce-scatter merge's rescaled partials go to send */
+  CUdeviceptr lse_all;  /* [W][rows][W x heads] fp32: the reduce-scatter merge's LSEs */
   CUdeviceptr flag;     /* int32 of cgrt_dcp_agree */
   size_t buffer_bytes;
   CUstream stream; /* cgrt_dcp_agree's */

@@ -203,8 +203,6 @@ static cgrt_status check_options(const cgrt_dcp_options *o) {
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: gather_q %d is not 0 or 1", api, o->gather_q);
   if (o->merge < CGRT_DCP_MERGE_AUTO || o->merge > CGRT_DCP_MERGE_REDUCE_SCATTER)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: merge %d is not a cgrt_dcp_merge", api, (int)o->merge);
-  if (o->merge == CGRT_DCP_MERGE_REDUCE_SCATTER)
-    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "%s: merge CGRT_DCP_MERGE_REDUCE_SCATTER is not implemented yet", api);
   if (o->mla.size < sizeof(cgrt_mla_options))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: options->mla.size %zu is below %zu (cgrt_mla_options_init)",
                       api, o->mla.size, sizeof(cgrt_mla_options));
@@ -225,7 +223,7 @@ static void release(cgrt_dcp_group *g) {
     g->comm = NULL;
   }
   cgrt_mla_plan_destroy(g->plan);
-  CUdeviceptr *bufs[] = {&g->q_raw, &g->q_full, &g->part_out, &g->part_lse, &g->send, &g->recv, &g->flag};
+  CUdeviceptr *bufs[] = {&g->q_raw, &g->q_full, &g->part_out, &g->part_lse, &g->send, &g->recv, &g->lse_all, &g->flag};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (*bufs[i]) {
       cgrt_status st = cgrt_mem_free(g->rt, *bufs[i]);
@@ -302,10 +300,12 @@ cgrt_status cgrt_dcp_group_create(cgrt_runtime *rt, const cgrt_dcp_options *opts
     if ((st = alloc_buf(g, W * R * H * 4, &g->part_lse))) goto fail;
     if ((st = alloc_buf(g, W * seg, &g->send))) goto fail;
     if ((st = alloc_buf(g, W * seg, &g->recv))) goto fail;
+    if ((st = alloc_buf(g, W * R * W * H * 4, &g->lse_all))) goto fail;
     if ((st = alloc_buf(g, 256, &g->flag))) goto fail;
   }
   if ((st = cgrt__runtime_function(rt, "cgrt_dcp_merge", &g->merge_fn))) goto fail;
   if ((st = cgrt__runtime_function(rt, "cgrt_dcp_transpose", &g->transpose_fn))) goto fail;
+  if ((st = cgrt__runtime_function(rt, "cgrt_dcp_rescale", &g->rescale_fn))) goto fail;
   if ((st = CGRT__CU(rt->drv, cuStreamCreate, (&g->stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER, api))) goto fail;
   if ((st = CGRT__CU(rt->drv, cuEventCreate, (&g->event, CU_EVENT_DISABLE_TIMING), CGRT_ERROR_DRIVER, api))) goto fail;
   if ((st = join(g))) goto fail;

@@ -17,7 +17,8 @@
 /* clang-format off */
 #define CGRT__DCP_KERNELS(X)                       \
   X(cgrt_dcp_merge,     128, 8, merge_ref)         \
-  X(cgrt_dcp_transpose, 128, 9, transpose_ref)
+  X(cgrt_dcp_transpose, 128, 9, transpose_ref)     \
+  X(cgrt_dcp_rescale,   128, 8, rescale_ref)
 /* clang-format on */
 
 typedef struct cgrt__dcp_kernel {

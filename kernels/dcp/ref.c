@@ -89,8 +89,40 @@ static void transpose_ref(const cgrt__ref_launch *l, const unsigned char *p, con
       memmove(dst + a * dsa + b * dsb, src + a * ssa + b * ssb, (size_t)(bytes / 4 * 4));
 }
 
+static void rescale_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  const uint16_t *part = PTR(const uint16_t, 0);
+  const float *lse_all = PTR(const float, 1);
+  const int rows = INT(2), heads = INT(3), world = INT(4), rank = INT(5);
+  uint16_t *dst = PTR(uint16_t, 6);
+  float *out_lse = PTR(float, 7);
+  const long long qh = (long long)world * heads;
+  for (long long item = 0; item < (long long)l->grid[0]; item++) {
+    const long long h = item % heads, j = (item / heads) % world, row = item / qh;
+    if (row >= rows) continue;
+    const long long g = j * heads + h;
+    float m = -INFINITY;
+    for (int w = 0; w < world; w++) m = fmaxf(m, lse_all[((long long)w * rows + row) * qh + g]);
+    float total = -INFINITY;
+    if (m != -INFINITY) {
+      float s = 0.f;
+      for (int w = 0; w < world; w++) {
+        const float lw = lse_all[((long long)w * rows + row) * qh + g];
+        if (lw != -INFINITY) s += expf(lw - m);
+      }
+      total = m + logf(s);
+    }
+    const float own = lse_all[((long long)rank * rows + row) * qh + g];
+    uint16_t *o = dst + ((j * rows + row) * heads + h) * CGRT_DCP_DV;
+    const float scale = own == -INFINITY ? 0.f : expf(own - total);
+    for (int c = 0; c < CGRT_DCP_DV; c++)
+      o[c] = own == -INFINITY ? 0 : f2bf(scale * bf2f(part[(row * qh + g) * CGRT_DCP_DV + c]));
+    if (out_lse && j == rank) out_lse[row * heads + h] = total;
+  }
+}
+
 const cgrt__ref_kernel cgrt__ref_table_dcp[] = {
     {"cgrt_dcp_merge", 8, {8, 8, 8, 4, 4, 4, 8, 8}, merge_ref},
     {"cgrt_dcp_transpose", 9, {8, 8, 4, 4, 8, 8, 8, 8, 8}, transpose_ref},
+    {"cgrt_dcp_rescale", 8, {8, 8, 4, 4, 4, 4, 8, 8}, rescale_ref},
     {0},
 };

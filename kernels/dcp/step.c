@@ -8,7 +8,7 @@
 #include "runtime/handles.h"
 
 cgrt_dcp_merge cgrt__dcp_pick_merge(const cgrt_dcp_group *g, int rows) {
-  (void)rows; /* one implementation so far; the choice per shape goes here */
+  (void)rows; /* AUTO takes the all-to-all until the 2-GPU figures say otherwise per shape */
   return g->o.merge == CGRT_DCP_MERGE_AUTO ? CGRT_DCP_MERGE_ALL_TO_ALL : g->o.merge;
 }
 
@@ -78,6 +78,26 @@ static cgrt_status merge_all_to_all(cgrt_dcp_group *g, CUstream s, const cgrt_dc
                   "cgrt_dcp_step: cgrt_dcp_merge");
 }
 
+/* The reduce-scatter merge: all-gather the LSEs, rescale this rank's partials into
+ * per-rank slices [j][rows][heads][512], and sum the slices over the ranks into out. */
+static cgrt_status merge_reduce_scatter(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a) {
+  int W = g->o.world_size, H = g->o.mla.heads, rows = a->num_rows, rank = g->o.rank;
+  const size_t per_rank = (size_t)rows * W * H;
+  ncclResult_t r = g->nccl->ncclAllGather((const void *)(uintptr_t)g->part_lse, (void *)(uintptr_t)g->lse_all,
+                                          per_rank, ncclFloat32, g->comm, s);
+  cgrt_status st = cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclAllGather of the LSEs");
+  if (st) return st;
+  CUdeviceptr part = g->part_out, lse_all = g->lse_all, dst = g->send, lse = a->lse;
+  void *params[] = {&part, &lse_all, &rows, &H, &W, &rank, &dst, &lse};
+  st = CGRT__CU(g->rt->drv, cuLaunchKernel,
+                (g->rescale_fn, (unsigned)per_rank, 1, 1, 128, 1, 1, 0, s, params, NULL), CGRT_ERROR_DRIVER,
+                "cgrt_dcp_step: cgrt_dcp_rescale");
+  if (st) return st;
+  r = g->nccl->ncclReduceScatter((const void *)(uintptr_t)g->send, (void *)(uintptr_t)a->out,
+                                 (size_t)rows * H * CGRT_DCP_DV, ncclBfloat16, ncclSum, g->comm, s);
+  return cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclReduceScatter");
+}
+
 cgrt_status cgrt_dcp_step(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a) {
   if (!cgrt__handle_live(g, CGRT__HANDLE_DCP_GROUP))
     return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "cgrt_dcp_step: group is NULL or destroyed");
@@ -109,7 +129,9 @@ cgrt_status cgrt_dcp_step(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a)
   m.num_rows = rows;
   m.softmax_scale = a->softmax_scale;
   if ((st = cgrt_mla_decode(g->plan, s, &m))) goto fail;
-  if ((st = merge_all_to_all(g, s, a))) goto fail;
+  st = cgrt__dcp_pick_merge(g, rows) == CGRT_DCP_MERGE_REDUCE_SCATTER ? merge_reduce_scatter(g, s, a)
+                                                                       : merge_all_to_all(g, s, a);
+  if (st) goto fail;
   return cgrt__dcp_check_async(g, "cgrt_dcp_step");
 fail:
   if (!g->failed) {

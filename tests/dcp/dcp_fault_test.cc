@@ -1,7 +1,8 @@
-// Failures in a DCP group: an NCCL call (or a launch between collectives) failing on one
-// rank makes every rank return a failed status, nobody hangs, the group stays failed,
-// and nothing leaks; a rank that never joins makes the others' creation time out; a
-// capture that fails on one rank makes every rank's agreement say "fall back".
+// Failures in a DCP group: an NCCL call (or a launch between collectives)
+// failing on one rank makes every rank return a failed status, nobody hangs,
+// the group stays failed, and nothing leaks; a rank that never joins makes the
+// others' creation time out; a capture that fails on one rank makes every
+// rank's agreement say "fall back".
 #include "cgrt/cgrt_fault.h"
 #include "tests/dcp/dcp_harness.h"
 
@@ -24,7 +25,8 @@ class DcpFault : public Harness {
     Harness::TearDown();
   }
 
-  // Creates the ranks of b on runtimes with fault injection (all ranks concurrently).
+  // Creates the ranks of b on runtimes with fault injection (all ranks
+  // concurrently).
   void setup(std::vector<Rank> &rk, const Batch &b, int timeout_ms = 20000) {
     const cgrt_dcp_id id = [&] {
       cgrt_dcp_id i;
@@ -69,60 +71,67 @@ class DcpFault : public Harness {
   }
 };
 
-// Every counted call of each symbol of a step, failing in turn (on whichever rank
-// makes it).
+// Every counted call of each symbol of a step, failing in turn (on whichever
+// rank makes it).
 TEST_F(DcpFault, EveryRankFailsCleanlyWhenOneCallFails) {
-  const char *const symbols[] = {"ncclAllGather", "ncclSend",  "ncclRecv",      "ncclGroupEnd",
-                                 "ncclGroupStart", "ncclCommGetAsyncError", "cuLaunchKernel", "cuLaunchKernelEx"};
-  for (int w : {2, 3}) {
-    Batch b;
-    b.world = w;
-    b.lens = {70, 0, 9};
-    b.fill(77);
-    for (const char *sym : symbols) {
-      const unsigned long calls = count_calls(b, sym);
-      EXPECT_GT(calls, 0u) << sym << ": the step makes no such call";
-      for (unsigned long at = 1; at <= calls; at++) {
-        SCOPED_TRACE(std::string(sym) + " #" + std::to_string(at) + " of " + std::to_string(calls) + ", world " +
-                     std::to_string(w));
-        std::vector<Rank> rk(w);
-        setup(rk, b);
-        cgrt_fault_plan plan{sizeof plan, at, sym, 0, 0};
-        ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
-        // Two steps: a rank that fails after the step's last collective leaves the
-        // others with correct results; they fail at their next collective.
-        ranks(w, [&](int r) {
-          Rank &k = rk[r];
-          for (int i = 0; i < 2 && k.msg.empty(); i++) {
-            k.step = cgrt_dcp_step(k.g, nullptr, &k.a);
-            if (k.step != CGRT_SUCCESS) k.msg = cgrt_last_error();
-            k.wait = cgrt_dcp_wait(k.g, nullptr);
-            if (k.step == CGRT_SUCCESS && k.wait != CGRT_SUCCESS) k.msg = cgrt_last_error();
+  const char *const a2a[] = {"ncclAllGather",  "ncclSend",         "ncclRecv",
+                             "ncclGroupEnd",   "ncclGroupStart",   "ncclCommGetAsyncError",
+                             "cuLaunchKernel", "cuLaunchKernelEx", nullptr};
+  const char *const rs[] = {"ncclAllGather", "ncclReduceScatter", "cuLaunchKernel", nullptr};
+  for (int w : {2, 3})
+    for (cgrt_dcp_merge merge : {CGRT_DCP_MERGE_ALL_TO_ALL, CGRT_DCP_MERGE_REDUCE_SCATTER}) {
+      Batch b;
+      b.world = w;
+      b.merge = merge;
+      const char *const *symbols = merge == CGRT_DCP_MERGE_ALL_TO_ALL ? a2a : rs;
+      b.lens = {70, 0, 9};
+      b.fill(77);
+      for (; *symbols; symbols++) {
+        const char *sym = *symbols;
+        const unsigned long calls = count_calls(b, sym);
+        EXPECT_GT(calls, 0u) << sym << ": the step makes no such call";
+        for (unsigned long at = 1; at <= calls; at++) {
+          SCOPED_TRACE(std::string(sym) + " #" + std::to_string(at) + " of " + std::to_string(calls) + ", world " +
+                       std::to_string(w) + ", merge " + std::to_string((int)merge));
+          std::vector<Rank> rk(w);
+          setup(rk, b);
+          cgrt_fault_plan plan{sizeof plan, at, sym, 0, 0};
+          ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
+          // Two steps: a rank that fails after the step's last collective
+          // leaves the others with correct results; they fail at their next
+          // collective.
+          ranks(w, [&](int r) {
+            Rank &k = rk[r];
+            for (int i = 0; i < 2 && k.msg.empty(); i++) {
+              k.step = cgrt_dcp_step(k.g, nullptr, &k.a);
+              if (k.step != CGRT_SUCCESS) k.msg = cgrt_last_error();
+              k.wait = cgrt_dcp_wait(k.g, nullptr);
+              if (k.step == CGRT_SUCCESS && k.wait != CGRT_SUCCESS) k.msg = cgrt_last_error();
+            }
+          });
+          EXPECT_EQ(cgrt_fault_injected(), 1u);
+          cgrt_fault_set(nullptr);
+          for (int r = 0; r < w; r++) {
+            Rank &k = rk[r];
+            EXPECT_TRUE(k.step != CGRT_SUCCESS || k.wait != CGRT_SUCCESS) << "rank " << r << " did not fail";
+            EXPECT_NE(k.msg, "") << "rank " << r;
+            cgrt_dcp_info info{};
+            info.size = sizeof info;
+            ASSERT_EQ(cgrt_dcp_group_get_info(k.g, &info), CGRT_SUCCESS);
+            EXPECT_EQ(info.failed, 1) << "rank " << r << ": " << k.msg;
+            // A failed group refuses further work at once.
+            CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_dcp_step(k.g, nullptr, &k.a));
+            int all = 1;
+            CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_dcp_agree(k.g, 1, &all));
+            EXPECT_EQ(all, 0);
           }
-        });
-        EXPECT_EQ(cgrt_fault_injected(), 1u);
-        cgrt_fault_set(nullptr);
-        for (int r = 0; r < w; r++) {
-          Rank &k = rk[r];
-          EXPECT_TRUE(k.step != CGRT_SUCCESS || k.wait != CGRT_SUCCESS) << "rank " << r << " did not fail";
-          EXPECT_NE(k.msg, "") << "rank " << r;
-          cgrt_dcp_info info{};
-          info.size = sizeof info;
-          ASSERT_EQ(cgrt_dcp_group_get_info(k.g, &info), CGRT_SUCCESS);
-          EXPECT_EQ(info.failed, 1) << "rank " << r << ": " << k.msg;
-          // A failed group refuses further work at once.
-          CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_dcp_step(k.g, nullptr, &k.a));
-          int all = 1;
-          CGRT_EXPECT_STATUS(CGRT_ERROR_DRIVER, cgrt_dcp_agree(k.g, 1, &all));
-          EXPECT_EQ(all, 0);
         }
       }
     }
-  }
 }
 
-// A rank whose communicator creation fails never joins: the others give up after
-// timeout_ms, and no creation leaves anything behind.
+// A rank whose communicator creation fails never joins: the others give up
+// after timeout_ms, and no creation leaves anything behind.
 TEST_F(DcpFault, CreationFailsOnEveryRankWhenOneCannotJoin) {
   Batch b;
   b.world = 3;
@@ -182,13 +191,15 @@ TEST_F(DcpFault, FailedCaptureMakesEveryRankFallBack) {
     const CUresult er = d->cuStreamEndCapture(s, &graph);
     captured[r] = st == CGRT_SUCCESS && er == CUDA_SUCCESS;
     int ok = 0;
-    cgrt_dcp_agree(k.g, captured[r], &ok);  // fails on a failed group: ok stays 0
+    cgrt_dcp_agree(k.g, captured[r],
+                   &ok);  // fails on a failed group: ok stays 0
     all_ok[r] = ok;
     if (graph) d->cuGraphDestroy(graph);
     d->cuStreamDestroy(s);
   });
   EXPECT_EQ(cgrt_fault_injected(), 1u);
-  // The faulted rank's capture fails; the other's may too, when it sees the abort.
+  // The faulted rank's capture fails; the other's may too, when it sees the
+  // abort.
   EXPECT_LE(captured[0] + captured[1], 1);
   for (int r = 0; r < b.world; r++) EXPECT_EQ(all_ok[r], 0) << "rank " << r << " kept its graph";
 }

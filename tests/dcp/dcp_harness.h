@@ -41,6 +41,7 @@ inline float bf2f(uint16_t v) {
 
 struct Batch {
   int world = 2, heads = 4, page = 16, interleave = 1;
+  cgrt_dcp_merge merge = CGRT_DCP_MERGE_AUTO;
   std::vector<int> lens;  // per request (rows = requests: block_len 1)
   int rows() const { return (int)lens.size(); }
   int qh() const { return world * heads; }
@@ -278,6 +279,7 @@ class Harness : public ::testing::Test {
     o.rank = rank;
     o.id = id;
     o.timeout_ms = 20000;
+    o.merge = b.merge;
     o.mla.max_num_seqs = b.rows();
     o.mla.heads = b.heads;
     o.mla.page_size = b.page;

@@ -2,7 +2,7 @@
 // references on the emulation, the GPU kernels with CGRT_DRIVER=cuda) against an
 // independent host computation: every row has a reference and is in the fatbin; the
 // merge of 1-4 ranks, bf16 and fp32 partials, padding items, skipped ranks; the
-// transpose with aligned and unaligned blocks.
+// rescale of the reduce-scatter merge; the transpose with aligned and unaligned blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,7 +47,9 @@ class DcpKernels : public ::testing::Test {
     CUdeviceptr p = 0;
     EXPECT_EQ(rt_->drv->cuMemAlloc(&p, bytes), CUDA_SUCCESS);
     allocs_.push_back(p);
-    if (src) EXPECT_EQ(rt_->drv->cuMemcpyHtoD(p, src, bytes), CUDA_SUCCESS);
+    if (src) {
+      EXPECT_EQ(rt_->drv->cuMemcpyHtoD(p, src, bytes), CUDA_SUCCESS);
+    }
     return p;
   }
   void launch(const char *name, unsigned gx, unsigned gy, void **params) {
@@ -114,19 +116,25 @@ void merge_case(DcpKernels *t, int ranks, int items, bool fp32, bool want_lse, u
   void *params[] = {&d_parts, &st, &lo, &f, &n, &it, &d_out, &d_lse};
   t->launch("cgrt_dcp_merge", (unsigned)items, 1, params);
   ASSERT_EQ(t->rt_->drv->cuMemcpyDtoH(out.data(), d_out, out.size() * 2), CUDA_SUCCESS);
-  if (want_lse) ASSERT_EQ(t->rt_->drv->cuMemcpyDtoH(olse.data(), d_lse, olse.size() * 4), CUDA_SUCCESS);
+  if (want_lse) {
+    ASSERT_EQ(t->rt_->drv->cuMemcpyDtoH(olse.data(), d_lse, olse.size() * 4), CUDA_SUCCESS);
+  }
   for (int i = 0; i < items; i++) {
     double m = -INFINITY;
     for (int w = 0; w < ranks; w++) m = std::max(m, (double)lse[(size_t)w * items + i]);
     if (std::isinf(m)) {
       for (int c = 0; c < 512; c++) ASSERT_EQ(out[(size_t)i * 512 + c], 0) << "padding item " << i;
-      if (want_lse) EXPECT_TRUE(std::isinf(olse[i]) && olse[i] < 0);
+      if (want_lse) {
+        EXPECT_TRUE(std::isinf(olse[i]) && olse[i] < 0);
+      }
       continue;
     }
     double s = 0;
     for (int w = 0; w < ranks; w++) s += std::exp(lse[(size_t)w * items + i] - m);
     const double total = m + std::log(s);
-    if (want_lse) EXPECT_NEAR(olse[i], total, 1e-5 * std::max(1.0, std::fabs(total)));
+    if (want_lse) {
+      EXPECT_NEAR(olse[i], total, 1e-5 * std::max(1.0, std::fabs(total)));
+    }
     for (int c = 0; c < 512; c++) {
       double want = 0;
       for (int w = 0; w < ranks; w++) {
@@ -143,6 +151,63 @@ TEST_F(DcpKernels, MergeMatchesTheHost) {
   unsigned seed = 1;
   for (int ranks = 1; ranks <= 4; ranks++)
     for (bool fp32 : {false, true}) merge_case(this, ranks, 7, fp32, ranks != 3, seed++);
+}
+
+// The reduce-scatter merge's local half: summing every rank's rescaled slices gives the
+// merged output; padding items and ranks without tokens give zeros.
+TEST_F(DcpKernels, RescaledSlicesSumToTheMerge) {
+  const int world = 3, heads = 2, rows = 3, qh = world * heads;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f), lu(-2.f, 5.f);
+  std::vector<float> lse_all((size_t)world * rows * qh);
+  for (int w = 0; w < world; w++)
+    for (int r = 0; r < rows; r++)
+      for (int g = 0; g < qh; g++)
+        lse_all[((size_t)w * rows + r) * qh + g] = r == 0 || (r == 1 && w == 2) ? -INFINITY : lu(rng);
+  std::vector<std::vector<uint16_t>> parts(world, std::vector<uint16_t>((size_t)rows * qh * 512));
+  std::vector<std::vector<uint16_t>> slices(world);
+  std::vector<std::vector<float>> own_lse(world, std::vector<float>((size_t)rows * heads, NAN));
+  CUdeviceptr d_lse = put(lse_all.data(), lse_all.size() * 4);
+  for (int rank = 0; rank < world; rank++) {
+    for (auto &x : parts[rank]) x = f2bf(uni(rng));
+    CUdeviceptr d_part = put(parts[rank].data(), parts[rank].size() * 2);
+    CUdeviceptr d_dst = put(nullptr, (size_t)world * rows * heads * 512 * 2);
+    CUdeviceptr d_out_lse = put(own_lse[rank].data(), own_lse[rank].size() * 4);
+    int rw = rows, hh = heads, ww = world, rk = rank;
+    void *params[] = {&d_part, &d_lse, &rw, &hh, &ww, &rk, &d_dst, &d_out_lse};
+    launch("cgrt_dcp_rescale", (unsigned)(rows * qh), 1, params);
+    slices[rank].resize((size_t)world * rows * heads * 512);
+    ASSERT_EQ(rt_->drv->cuMemcpyDtoH(slices[rank].data(), d_dst, slices[rank].size() * 2), CUDA_SUCCESS);
+    ASSERT_EQ(rt_->drv->cuMemcpyDtoH(own_lse[rank].data(), d_out_lse, own_lse[rank].size() * 4), CUDA_SUCCESS);
+  }
+  for (int j = 0; j < world; j++)
+    for (int r = 0; r < rows; r++)
+      for (int h = 0; h < heads; h++) {
+        const int g = j * heads + h;
+        double m = -INFINITY;
+        for (int w = 0; w < world; w++) m = std::max(m, (double)lse_all[((size_t)w * rows + r) * qh + g]);
+        const double total = std::isinf(m) ? m : [&] {
+          double s = 0;
+          for (int w = 0; w < world; w++) s += std::exp(lse_all[((size_t)w * rows + r) * qh + g] - m);
+          return m + std::log(s);
+        }();
+        if (std::isinf(total)) {
+          EXPECT_TRUE(std::isinf(own_lse[j][(size_t)r * heads + h]));
+        } else {
+          EXPECT_NEAR(own_lse[j][(size_t)r * heads + h], total, 1e-5 * std::max(1.0, std::fabs(total)));
+        }
+        for (int c = 0; c < 512; c++) {
+          double want = 0, got = 0, mag = 0;  // each slice is rounded to bf16: bound by the terms
+          for (int w = 0; w < world; w++) {
+            const double lw = lse_all[((size_t)w * rows + r) * qh + g];
+            const double term = std::isinf(lw) ? 0 : std::exp(lw - total) * bf2f(parts[w][((size_t)r * qh + g) * 512 + c]);
+            want += term;
+            mag += std::fabs(term);
+            got += bf2f(slices[w][(((size_t)j * rows + r) * heads + h) * 512 + c]);
+          }
+          ASSERT_NEAR(got, want, 1e-6 + mag / 128) << j << "," << r << "," << h << "," << c;
+        }
+      }
 }
 
 TEST_F(DcpKernels, TransposeMovesEveryBlock) {

@@ -122,6 +122,16 @@ TEST_F(Dcp, MatchesSingleRankOn2To4RanksTokenInterleaved) {
   }
 }
 
+TEST_F(Dcp, ReduceScatterMergeMatchesSingleRankOn2To4Ranks) {
+  for (int w = 2; w <= 4; w++) {
+    Batch b;
+    b.world = w;
+    b.merge = CGRT_DCP_MERGE_REDUCE_SCATTER;
+    b.lens = {150, 1, 0, 77, 33};
+    check(b, "reduce-scatter, world " + std::to_string(w));
+  }
+}
+
 TEST_F(Dcp, MatchesSingleRankPageInterleaved) {
   Batch b;
   b.world = 3;
@@ -232,8 +242,8 @@ TEST_F(Dcp, BadOptions) {
   expect(CGRT_ERROR_INVALID_ARGUMENT, "timeout 0");
   o.gather_q = 2;
   expect(CGRT_ERROR_INVALID_ARGUMENT, "gather_q 2");
-  o.merge = CGRT_DCP_MERGE_REDUCE_SCATTER;
-  expect(CGRT_ERROR_NOT_SUPPORTED, "reduce-scatter merge");
+  o.merge = (cgrt_dcp_merge)3;
+  expect(CGRT_ERROR_INVALID_ARGUMENT, "merge 3");
   o.mla.heads = 0;
   expect(CGRT_ERROR_INVALID_ARGUMENT, "mla heads 0");
   o.size = 8;
