@@ -20,6 +20,11 @@ struct Rank {
 
 class DcpFault : public Harness {
  protected:
+  void SetUp() override {
+    // On GPUs a peer's abort is not always seen by NCCL: each case would wait out
+    // timeout_ms. The matrix runs on the emulation; docs/dcp.md gives the GPU protocol.
+    if (!cgrt_test::is_emulated(reference_runtime())) GTEST_SKIP() << "the fault matrix runs on the emulated NCCL";
+  }
   void TearDown() override {
     cgrt_fault_set(nullptr);
     Harness::TearDown();

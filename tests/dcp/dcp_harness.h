@@ -211,6 +211,14 @@ class Harness : public ::testing::Test {
   }
   ~Harness() override { destroy_ref(); }
 
+  // Most ranks a test can run: 4 on the emulation, the GPU count on GPUs (one each).
+  int max_world() {
+    cgrt_runtime *rt = reference_runtime();
+    if (!rt || cgrt_test::is_emulated(rt)) return 4;
+    int n = 0;
+    return rt->drv->cuDeviceGetCount(&n) == CUDA_SUCCESS ? std::min(n, 4) : 1;
+  }
+
   // The single-rank reference: every query head over the whole context.
   Result reference(const Batch &b) {
     cgrt_runtime *rt = reference_runtime();
