@@ -64,13 +64,14 @@ extern "C" __global__ void __launch_bounds__(128) cgrt_dcp_merge(const void *par
 //
 // Copies n_a x n_b blocks of block_bytes bytes (a multiple of 4): block (a, b) from
 // src + a src_sa + b src_sb to dst + a dst_sa + b dst_sb (byte offsets, 64-bit). The
-// DCP step packs and unpacks per-rank slices with it. Grid: (n_b, n_a) CTAs of 128
-// threads; 16-byte moves when every address and the size are 16-byte aligned.
+// DCP step packs and unpacks per-rank slices with it. Grid: (n_a, n_b) CTAs of 128
+// threads (n_a up to 2^31 - 1: the rows; n_b up to 65535: the ranks); 16-byte moves when
+// every address and the size are 16-byte aligned.
 extern "C" __global__ void __launch_bounds__(128) cgrt_dcp_transpose(const char *src, char *dst, int n_a, int n_b,
                                                                      long long block_bytes, long long src_sa,
                                                                      long long src_sb, long long dst_sa,
                                                                      long long dst_sb) {
-  const long long a = blockIdx.y, b = blockIdx.x;
+  const long long a = blockIdx.x, b = blockIdx.y;
   if (a >= n_a || b >= n_b) return;
   const char *s = src + a * src_sa + b * src_sb;
   char *d = dst + a * dst_sa + b * dst_sb;

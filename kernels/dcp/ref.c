@@ -84,8 +84,8 @@ static void transpose_ref(const cgrt__ref_launch *l, const unsigned char *p, con
   char *dst = PTR(char, 1);
   const int na = INT(2), nb = INT(3);
   const long long bytes = I64(4), ssa = I64(5), ssb = I64(6), dsa = I64(7), dsb = I64(8);
-  for (long long a = 0; a < (long long)l->grid[1] && a < na; a++)
-    for (long long b = 0; b < (long long)l->grid[0] && b < nb; b++)
+  for (long long a = 0; a < (long long)l->grid[0] && a < na; a++)
+    for (long long b = 0; b < (long long)l->grid[1] && b < nb; b++)
       memmove(dst + a * dsa + b * dsb, src + a * ssa + b * ssb, (size_t)(bytes / 4 * 4));
 }
 

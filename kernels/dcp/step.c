@@ -17,7 +17,7 @@ static cgrt_status transpose(cgrt_dcp_group *g, CUstream s, CUdeviceptr src, CUd
                              long long bytes, long long ssa, long long ssb, long long dsa, long long dsb) {
   void *params[] = {&src, &dst, &na, &nb, &bytes, &ssa, &ssb, &dsa, &dsb};
   return CGRT__CU(g->rt->drv, cuLaunchKernel,
-                  (g->transpose_fn, (unsigned)nb, (unsigned)na, 1, 128, 1, 1, 0, s, params, NULL), CGRT_ERROR_DRIVER,
+                  (g->transpose_fn, (unsigned)na, (unsigned)nb, 1, 128, 1, 1, 0, s, params, NULL), CGRT_ERROR_DRIVER,
                   "cgrt_dcp_step: cgrt_dcp_transpose");
 }
 

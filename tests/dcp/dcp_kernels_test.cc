@@ -221,7 +221,7 @@ TEST_F(DcpKernels, TransposeMovesEveryBlock) {
     int a = na, b = nb;
     long long ssa = nb * bytes, ssb = bytes, dsa = bytes, dsb = na * bytes;
     void *params[] = {&ds, &dd, &a, &b, &bytes, &ssa, &ssb, &dsa, &dsb};
-    launch("cgrt_dcp_transpose", (unsigned)nb, (unsigned)na, params);
+    launch("cgrt_dcp_transpose", (unsigned)na, (unsigned)nb, params);
     ASSERT_EQ(rt_->drv->cuMemcpyDtoH(dst.data(), dd, dst.size()), CUDA_SUCCESS);
     for (int i = 0; i < na; i++)
       for (int j = 0; j < nb; j++)
