@@ -102,6 +102,20 @@ struct Inputs {
     CU(rt, rt->drv->cuMemAlloc(&lse, (size_t)rows * oh * 4));
     CU(rt, rt->drv->cuCtxSynchronize());
   }
+  // MLA arguments over these inputs for `rows` rows.
+  cgrt_mla_args mla(int rows) const {
+    cgrt_mla_args a{};
+    a.size = sizeof a;
+    a.q = q;
+    a.kv_cache = kv;
+    a.block_table = bt;
+    a.seq_lens = lens;
+    a.out = out;
+    a.lse = lse;
+    a.num_rows = rows;
+    a.softmax_scale = 0.0721688f;
+    return a;
+  }
   ~Inputs() {
     if (!rt) return;
     rt->drv->cuCtxSetCurrent(rt->ctx);
@@ -220,16 +234,7 @@ int main(int argc, char **argv) {
       o.max_blocks_per_seq = in.mbps;
       cgrt_mla_plan *plan = nullptr;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
-      cgrt_mla_args a{};
-      a.size = sizeof a;
-      a.q = in.q;
-      a.kv_cache = in.kv;
-      a.block_table = in.bt;
-      a.seq_lens = in.lens;
-      a.out = in.out;
-      a.lse = in.lse;
-      a.num_rows = B;
-      a.softmax_scale = 0.0721688f;
+      cgrt_mla_args a = in.mla(B);
       CUstream s;
       CU(rt, rt->drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
       OK(cgrt_mla_decode(plan, s, &a));  // warm-up
@@ -272,16 +277,17 @@ int main(int argc, char **argv) {
             nccl_name = gi.nccl;
             nccl_version = gi.nccl_version;
           }
+          const cgrt_mla_args ma = in.mla(B);
           cgrt_dcp_args a{};
           a.size = sizeof a;
-          a.q = in.q;
-          a.kv_cache = in.kv;
-          a.block_table = in.bt;
-          a.seq_lens = in.lens;
-          a.out = in.out;
-          a.lse = in.lse;
+          a.q = ma.q;
+          a.kv_cache = ma.kv_cache;
+          a.block_table = ma.block_table;
+          a.seq_lens = ma.seq_lens;
+          a.out = ma.out;
+          a.lse = ma.lse;
           a.num_rows = B;
-          a.softmax_scale = 0.0721688f;
+          a.softmax_scale = ma.softmax_scale;
           CUstream s;
           CU(rt, rt->drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
           OK(cgrt_dcp_step(g, s, &a));  // warm-up
@@ -300,16 +306,10 @@ int main(int argc, char **argv) {
           {
             Inputs qa;
             qa.make(rt, B, 64, world * H, world * H, page);
-            cgrt_mla_args m{};
-            m.size = sizeof m;
+            cgrt_mla_args m = in.mla(B);  // the shard, with world x heads queries
             m.q = qa.q;
-            m.kv_cache = in.kv;
-            m.block_table = in.bt;
-            m.seq_lens = in.lens;
             m.out = qa.out;
             m.lse = qa.lse;
-            m.num_rows = B;
-            m.softmax_scale = a.softmax_scale;
             cgrt_mla_plan *plan = (cgrt_mla_plan *)gi.plan;
             CUgraphExec em = capture(rt, s, [&] { OK(cgrt_mla_decode(plan, s, &m)); });
             t[r].mla = time_us(rt, s, reps, inner, [&] { CU(rt, rt->drv->cuGraphLaunch(em, s)); });

@@ -7,23 +7,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/dcp/bf16.h"
 #include "kernels/dcp/kernel_table.h"
 #include "kernels/ref_tables.h"
 
-static float bf2f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint16_t f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
+#define bf2f cgrt__bf16_to_f32
+#define f2bf cgrt__f32_to_bf16
 
 #define PTR(T, i) ((T *)(uintptr_t)CGRT__REF_PARAM(uint64_t, p, off, i))
 #define I64(i) CGRT__REF_PARAM(long long, p, off, i)

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/dcp/bf16.h"
 #include "runtime/emu/emu_internal.h"
 #include "runtime/nccl.h"
 
@@ -250,21 +251,6 @@ static int barrier(clique *q, int leaving) {
   return q->gen != gen ? 0 : -1;
 }
 
-static float bf16_to_f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint16_t f_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
 static double load(const void *p, size_t i, ncclDataType_t t) {
   switch (t) {
     case ncclInt8: return ((const int8_t *)p)[i];
@@ -273,7 +259,7 @@ static double load(const void *p, size_t i, ncclDataType_t t) {
     case ncclUint32: return ((const uint32_t *)p)[i];
     case ncclFloat32: return ((const float *)p)[i];
     case ncclFloat64: return ((const double *)p)[i];
-    case ncclBfloat16: return bf16_to_f(((const uint16_t *)p)[i]);
+    case ncclBfloat16: return cgrt__bf16_to_f32(((const uint16_t *)p)[i]);
     default: return 0;
   }
 }
@@ -286,7 +272,7 @@ static void store(void *p, size_t i, ncclDataType_t t, double v) {
     case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
     case ncclFloat32: ((float *)p)[i] = (float)v; break;
     case ncclFloat64: ((double *)p)[i] = v; break;
-    case ncclBfloat16: ((uint16_t *)p)[i] = f_to_bf16((float)v); break;
+    case ncclBfloat16: ((uint16_t *)p)[i] = cgrt__f32_to_bf16((float)v); break;
     default: break;
   }
 }
@@ -306,7 +292,7 @@ static void reduce_into(void *dst, size_t di, const op *const *posts, int n, siz
       default: acc = v < acc ? v : acc; break;
     }
     if (t == ncclFloat32) acc = (float)acc;
-    if (t == ncclBfloat16) acc = bf16_to_f(f_to_bf16((float)acc));
+    if (t == ncclBfloat16) acc = cgrt__bf16_to_f32(cgrt__f32_to_bf16((float)acc));
   }
   if (me->redop == ncclAvg) acc /= n;
   store(dst, di, t, acc);

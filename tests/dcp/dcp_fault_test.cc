@@ -9,15 +9,6 @@
 namespace dcp_test {
 namespace {
 
-struct Rank {
-  Tensors t;
-  cgrt_dcp_group *g = nullptr;
-  cgrt_dcp_args a{};
-  cgrt_status step = CGRT_SUCCESS, wait = CGRT_SUCCESS;
-  std::string msg;
-  ~Rank() { cgrt_dcp_group_destroy(g); }
-};
-
 class DcpFault : public Harness {
  protected:
   void SetUp() override {
@@ -30,40 +21,16 @@ class DcpFault : public Harness {
     Harness::TearDown();
   }
 
-  // Creates the ranks of b on runtimes with fault injection (all ranks
-  // concurrently).
-  void setup(std::vector<Rank> &rk, const Batch &b, int timeout_ms = 20000) {
-    const cgrt_dcp_id id = [&] {
-      cgrt_dcp_id i;
-      EXPECT_EQ(cgrt_dcp_unique_id(runtime(0, 1), nullptr, &i), CGRT_SUCCESS) << cgrt_last_error();
-      return i;
-    }();
-    ranks(b.world, [&](int r) {
-      Rank &k = rk[r];
-      cgrt_runtime *rt = runtime(r, 1);
-      const Paged p = shard(b, r);
-      k.t.rt = rt;
-      k.t.load(p, rank_q(b, r, false), b.rows(), b.heads);
-      cgrt_dcp_options o = options(b, r, id, b.max_len());
-      o.mla.max_blocks_per_seq = p.mbps;
-      o.timeout_ms = timeout_ms;
-      ASSERT_EQ(cgrt_dcp_group_create(rt, &o, &k.g), CGRT_SUCCESS) << cgrt_last_error();
-      k.a.size = sizeof k.a;
-      k.a.q = k.t.q;
-      k.a.kv_cache = k.t.kv;
-      k.a.block_table = k.t.bt;
-      k.a.seq_lens = k.t.lens;
-      k.a.out = k.t.out;
-      k.a.lse = k.t.lse;
-      k.a.num_rows = b.rows();
-      k.a.softmax_scale = b.scale;
-    });
+  // Creates the ranks of b on runtimes with fault injection (all ranks concurrently).
+  void setup_all(std::vector<Rank> &rk, const Batch &b, int timeout_ms = 20000) {
+    const cgrt_dcp_id id = new_id(1);
+    ranks(b.world, [&](int r) { setup(rk[r], b, r, id, 1, false, timeout_ms); });
   }
 
   // Calls of `symbol` one eager step makes over all ranks (no fault).
   unsigned long count_calls(const Batch &b, const char *symbol) {
     std::vector<Rank> rk(b.world);
-    setup(rk, b);
+    setup_all(rk, b);
     cgrt_fault_plan plan{sizeof plan, 0, symbol, 0, 0};
     EXPECT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
     ranks(b.world, [&](int r) {
@@ -99,7 +66,7 @@ TEST_F(DcpFault, EveryRankFailsCleanlyWhenOneCallFails) {
           SCOPED_TRACE(std::string(sym) + " #" + std::to_string(at) + " of " + std::to_string(calls) + ", world " +
                        std::to_string(w) + ", merge " + std::to_string((int)merge));
           std::vector<Rank> rk(w);
-          setup(rk, b);
+          setup_all(rk, b);
           cgrt_fault_plan plan{sizeof plan, at, sym, 0, 0};
           ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
           // Two steps: a rank that fails after the step's last collective
@@ -142,8 +109,7 @@ TEST_F(DcpFault, CreationFailsOnEveryRankWhenOneCannotJoin) {
   b.world = 3;
   b.lens = {20};
   b.fill(3);
-  cgrt_dcp_id id;
-  ASSERT_EQ(cgrt_dcp_unique_id(runtime(0, 1), nullptr, &id), CGRT_SUCCESS);
+  const cgrt_dcp_id id = new_id(1);
   for (int r = 1; r < b.world; r++) runtime(r, 1);
   cgrt_fault_plan plan{sizeof plan, 2, "ncclCommInitRankConfig", 0, 0};
   ASSERT_EQ(cgrt_fault_set(&plan), CGRT_SUCCESS);
@@ -175,7 +141,7 @@ TEST_F(DcpFault, FailedCaptureMakesEveryRankFallBack) {
   b.lens = {50, 5};
   b.fill(9);
   std::vector<Rank> rk(b.world);
-  setup(rk, b, 2000);
+  setup_all(rk, b, 2000);
   // Warm-up outside capture, as the header asks.
   ranks(b.world, [&](int r) {
     ASSERT_EQ(cgrt_dcp_step(rk[r].g, nullptr, &rk[r].a), CGRT_SUCCESS) << cgrt_last_error();

@@ -173,6 +173,17 @@ inline void compare(const Result &got, const Result &want, double rel_bound, dou
   EXPECT_LE(dl, lse_bound) << what << ": LSE error";
 }
 
+// One rank's side of a case: runtime, shard, group, step arguments and what its calls
+// returned.
+struct Rank {
+  Tensors t;
+  cgrt_dcp_group *g = nullptr;
+  cgrt_dcp_args a{};
+  cgrt_status step = CGRT_SUCCESS, wait = CGRT_SUCCESS;
+  std::string msg;
+  ~Rank() { cgrt_dcp_group_destroy(g); }
+};
+
 class Harness : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -293,6 +304,48 @@ class Harness : public ::testing::Test {
     o.mla.page_size = b.page;
     o.mla.max_model_len = max_len;
     return o;
+  }
+
+  // A new group id (on rank 0's runtime).
+  cgrt_dcp_id new_id(int fault = 0) {
+    cgrt_dcp_id id;
+    EXPECT_EQ(cgrt_dcp_unique_id(runtime(0, fault), nullptr, &id), CGRT_SUCCESS) << cgrt_last_error();
+    return id;
+  }
+
+  // Sets up rank r of batch b: its runtime, shard and queries (all heads when the host
+  // gathers them), and its group (every rank must call this concurrently).
+  void setup(Rank &k, const Batch &b, int r, const cgrt_dcp_id &id, int fault = 0, bool host_gathers = false,
+             int timeout_ms = 20000) {
+    cgrt_runtime *rt = runtime(r, fault);
+    ASSERT_NE(rt, nullptr);
+    const Paged p = shard(b, r);
+    k.t.rt = rt;
+    k.t.load(p, rank_q(b, r, host_gathers), b.rows(), b.heads);
+    cgrt_dcp_options o = options(b, r, id, b.max_len());
+    o.mla.max_blocks_per_seq = p.mbps;
+    o.gather_q = host_gathers ? 0 : 1;
+    o.timeout_ms = timeout_ms;
+    ASSERT_EQ(cgrt_dcp_group_create(rt, &o, &k.g), CGRT_SUCCESS) << cgrt_last_error();
+    k.a.size = sizeof k.a;
+    k.a.q = k.t.q;
+    k.a.kv_cache = k.t.kv;
+    k.a.block_table = k.t.bt;
+    k.a.seq_lens = k.t.lens;
+    k.a.out = k.t.out;
+    k.a.lse = k.t.lse;
+    k.a.num_rows = b.rows();
+    k.a.softmax_scale = b.scale;
+  }
+
+  // Rank k's output and LSE.
+  static Result fetch(Rank &k, const Batch &b) {
+    Result r;
+    r.out.resize((size_t)b.rows() * b.heads * DV);
+    r.lse.resize((size_t)b.rows() * b.heads);
+    k.t.get(r.out.data(), k.t.out, r.out.size() * 2);
+    k.t.get(r.lse.data(), k.t.lse, r.lse.size() * 4);
+    return r;
   }
 
   // Runs fn(rank) on world threads and joins them.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/dcp/kernel_table.h"
+#include "tests/dcp/dcp_harness.h"
 #include "kernels/registry.h"
 #include "runtime/runtime_internal.h"
 #include "tests/common/test_util.h"
@@ -19,18 +20,8 @@ namespace {
 
 const cgrt__dcp_kernel kRows[] = {CGRT__DCP_KERNELS(CGRT__DCP_KERNEL_ROW)};
 
-uint16_t f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-float bf2f(uint16_t v) {
-  uint32_t u = (uint32_t)v << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+using dcp_test::bf2f;
+using dcp_test::f2bf;
 
 class DcpKernels : public ::testing::Test {
 

@@ -6,53 +6,10 @@
 namespace dcp_test {
 namespace {
 
-// One rank's side of a case: runtime, shard, group and step arguments.
-struct Rank {
-  Tensors t;
-  cgrt_dcp_group *g = nullptr;
-  cgrt_dcp_args a{};
-  ~Rank() { cgrt_dcp_group_destroy(g); }
-};
-
 class Dcp : public Harness {
  protected:
   void SetUp() override {
     if (max_world() < 2) GTEST_SKIP() << "DCP needs 2 GPUs (or the emulation); this machine has " << max_world();
-  }
-
-  // Sets up rank r of batch b (group created: every rank must call this concurrently).
-  void setup(Rank &k, const Batch &b, int r, const cgrt_dcp_id &id, bool host_gathers = false) {
-    cgrt_runtime *rt = runtime(r);
-    ASSERT_NE(rt, nullptr);
-    const Paged p = shard(b, r);
-    k.t.rt = rt;
-    k.t.load(p, rank_q(b, r, host_gathers), b.rows(), b.heads);
-    cgrt_dcp_options o = options(b, r, id, b.max_len());
-    o.mla.max_blocks_per_seq = p.mbps;
-    o.gather_q = host_gathers ? 0 : 1;
-    ASSERT_EQ(cgrt_dcp_group_create(rt, &o, &k.g), CGRT_SUCCESS) << cgrt_last_error();
-    k.a.size = sizeof k.a;
-    k.a.q = k.t.q;
-    k.a.kv_cache = k.t.kv;
-    k.a.block_table = k.t.bt;
-    k.a.seq_lens = k.t.lens;
-    k.a.out = k.t.out;
-    k.a.lse = k.t.lse;
-    k.a.num_rows = b.rows();
-    k.a.softmax_scale = b.scale;
-  }
-  Result fetch(Rank &k, const Batch &b) {
-    Result r;
-    r.out.resize((size_t)b.rows() * b.heads * DV);
-    r.lse.resize((size_t)b.rows() * b.heads);
-    k.t.get(r.out.data(), k.t.out, r.out.size() * 2);
-    k.t.get(r.lse.data(), k.t.lse, r.lse.size() * 4);
-    return r;
-  }
-  cgrt_dcp_id new_id() {
-    cgrt_dcp_id id;
-    EXPECT_EQ(cgrt_dcp_unique_id(runtime(0), nullptr, &id), CGRT_SUCCESS) << cgrt_last_error();
-    return id;
   }
 
   // Every rank: eager twice (same bits), then the step captured and replayed twice (the
@@ -65,7 +22,7 @@ class Dcp : public Harness {
     std::vector<Result> got(b.world);
     ranks(b.world, [&](int r) {
       Rank k;
-      setup(k, b, r, id, host_gathers);
+      setup(k, b, r, id, 0, host_gathers);
       if (!k.g) return;
       ASSERT_EQ(cgrt_dcp_step(k.g, nullptr, &k.a), CGRT_SUCCESS) << cgrt_last_error();
       ASSERT_EQ(cgrt_dcp_wait(k.g, nullptr), CGRT_SUCCESS) << cgrt_last_error();
