@@ -8,7 +8,9 @@ namespace {
 
 class Dcp : public Harness {
  protected:
+  bool emulated_ = true;
   void SetUp() override {
+    emulated_ = cgrt_test::is_emulated(reference_runtime());
     if (max_world() < 2) GTEST_SKIP() << "DCP needs 2 GPUs (or the emulation); this machine has " << max_world();
   }
 
@@ -60,8 +62,11 @@ class Dcp : public Harness {
       d->cuStreamDestroy(s);
     });
     for (int r = 0; r < b.world; r++) {
-      // The partials are rounded to bf16 before the merge: about two bf16 roundings.
-      compare(got[r], heads_of(b, ref, r), 8e-3, 1e-3, "rank " + std::to_string(r));
+      // The partials are rounded to bf16 before the merge: about two bf16 roundings on
+      // the emulation (fp32 references); on GPUs both sides carry the kernel's own error
+      // (1e-2 against fp32, tests/mla), so they may differ by up to twice that.
+      compare(got[r], heads_of(b, ref, r), emulated_ ? 8e-3 : 2e-2, emulated_ ? 1e-3 : 2e-2,
+              "rank " + std::to_string(r));
       for (int row = 0; row < b.rows(); row++) {
         if (b.lens[row] > 0) continue;
         for (int h = 0; h < b.heads; h++) {
@@ -178,7 +183,7 @@ TEST_F(Dcp, BadArgumentsEnqueueNothingAndKeepTheGroup) {
     // Still usable: the same step as without the bad calls.
     ASSERT_EQ(cgrt_dcp_step(k.g, nullptr, &k.a), CGRT_SUCCESS) << cgrt_last_error();
     ASSERT_EQ(cgrt_dcp_wait(k.g, nullptr), CGRT_SUCCESS) << cgrt_last_error();
-    compare(fetch(k, b), heads_of(b, ref, r), 8e-3, 1e-3, "after bad calls");
+    compare(fetch(k, b), heads_of(b, ref, r), emulated_ ? 8e-3 : 2e-2, emulated_ ? 1e-3 : 2e-2, "after bad calls");
   });
 }
 
