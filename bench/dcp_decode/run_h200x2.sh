@@ -1,7 +1,8 @@
 #!/bin/bash
 # DCP on a machine with 2 H200s linked by NVLink, in one call from the repo root: the DCP
 # tests with the real NCCL (2 ranks, one GPU each), compute-sanitizer memcheck of the
-# step, and the benchmark (1 GPU vs 2 GPUs). Binaries of
+# step (both ranks: they are threads of one process), the benchmark (1 GPU vs 2 GPUs)
+# and its plots (bench/dcp_decode/plot.py, needs matplotlib). Binaries of
 #   bazel build --config=gpu //tests/dcp:all //bench/dcp_decode:dcp_decode_bench
 # copied to $B (default .gpu_dcp). Logs and the JSON land in $OUT (default /tmp/dcp_h200x2);
 # a summary goes to stdout. NCCL: libnccl.so.2 on the loader's path, else the NVIDIA NCCL
@@ -33,3 +34,4 @@ timeout 500 "$B/dcp_decode_bench" --world 2 "${NCCL_ARG[@]}" --out "$O/dcp_decod
   > "$O/bench.json.stdout" 2> "$O/bench.log"
 echo "bench rc=$?"
 cat "$O/bench.log"
+python3 bench/dcp_decode/plot.py "$O/dcp_decode_h200x2.json"
