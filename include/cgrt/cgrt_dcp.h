@@ -24,7 +24,10 @@
  * Nothing is allocated, sized or synchronized per step and every launch and collective
  * has fixed arguments for a fixed (group, num_rows, tensors): the step is captured into
  * a CUDA graph per bucket (collectives included, as NCCL supports) and replays with
- * whatever q, seq_lens and block_table hold at replay time.
+ * whatever q, seq_lens and block_table hold at replay time. The collectives' operands
+ * are the group's own buffers (q is copied in, the reduce-scatter's result copied out),
+ * so the caller's tensors appear only in copy and kernel nodes, which a graph set
+ * (cgrt_graphs.h) rebinds when the host moves them.
  *
  * KV shard layout (the host's side; cgrt reads only the shard's block table and
  * seq_lens): token-interleaved as vLLM lays out DCP, in runs of `interleave` tokens:

@@ -23,6 +23,7 @@ struct cgrt_dcp_group {
   int max_rows;
   CUfunction merge_fn, transpose_fn, rescale_fn;
   /* The step's buffers (cgrt_mem_alloc, worst case). */
+  CUdeviceptr q_local;  /* gather_q: [rows][heads x 576] bf16, the host's q copied in */
   CUdeviceptr q_raw;    /* gather_q: [W][rows][heads x 576] bf16, as all-gathered */
   CUdeviceptr q_full;   /* gather_q: [rows][W x heads][576] bf16, for the MLA step */
   CUdeviceptr part_out; /* [rows][W x heads][512] bf16: the partials over this shard */

@@ -223,7 +223,7 @@ static void release(cgrt_dcp_group *g) {
     g->comm = NULL;
   }
   cgrt_mla_plan_destroy(g->plan);
-  CUdeviceptr *bufs[] = {&g->q_raw, &g->q_full, &g->part_out, &g->part_lse, &g->send, &g->recv, &g->lse_all, &g->flag};
+  CUdeviceptr *bufs[] = {&g->q_local, &g->q_raw, &g->q_full, &g->part_out, &g->part_lse, &g->send, &g->recv, &g->lse_all, &g->flag};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (*bufs[i]) {
       cgrt_status st = cgrt_mem_free(g->rt, *bufs[i]);
@@ -293,6 +293,7 @@ cgrt_status cgrt_dcp_group_create(cgrt_runtime *rt, const cgrt_dcp_options *opts
     const size_t R = (size_t)g->max_rows;
     const size_t seg = cgrt__dcp_segment_bytes(g->max_rows, g->o.mla.heads);
     if (g->o.gather_q) {
+      if ((st = alloc_buf(g, R * H * CGRT__DCP_D * 2, &g->q_local))) goto fail;
       if ((st = alloc_buf(g, W * R * H * CGRT__DCP_D * 2, &g->q_raw))) goto fail;
       if ((st = alloc_buf(g, W * R * H * CGRT__DCP_D * 2, &g->q_full))) goto fail;
     }

@@ -93,9 +93,14 @@ static cgrt_status merge_reduce_scatter(cgrt_dcp_group *g, CUstream s, const cgr
                 (g->rescale_fn, (unsigned)per_rank, 1, 1, 128, 1, 1, 0, s, params, NULL), CGRT_ERROR_DRIVER,
                 "cgrt_dcp_step: cgrt_dcp_rescale");
   if (st) return st;
-  r = g->nccl->ncclReduceScatter((const void *)(uintptr_t)g->send, (void *)(uintptr_t)a->out,
-                                 (size_t)rows * H * CGRT_DCP_DV, ncclBfloat16, ncclSum, g->comm, s);
-  return cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclReduceScatter");
+  /* Into the group's buffer, then copied to out: NCCL's operands stay the group's, so
+   * that a captured step follows a rebound out (see the q copy). */
+  const size_t bytes = (size_t)rows * H * CGRT_DCP_DV * 2;
+  r = g->nccl->ncclReduceScatter((const void *)(uintptr_t)g->send, (void *)(uintptr_t)g->recv, bytes / 2,
+                                 ncclBfloat16, ncclSum, g->comm, s);
+  if ((st = cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclReduceScatter"))) return st;
+  return CGRT__CU(g->rt->drv, cuMemcpyDtoDAsync, (a->out, g->recv, bytes, s), CGRT_ERROR_DRIVER,
+                  "cgrt_dcp_step: copying out");
 }
 
 cgrt_status cgrt_dcp_step(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a) {
@@ -105,15 +110,21 @@ cgrt_status cgrt_dcp_step(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a)
   if (st) return st;
   if (g->failed) return cgrt__dcp_failed(g, "cgrt_dcp_step");
   if ((st = check_args(g, a))) return st;
-  /* From here on every rank enqueues collectives: any failure fails the group, as the
-   * ranks' sequences no longer match. */
+  /* From here on every rank enqueues collectives: any failure fails the group (aborts
+   * the communicator), as the ranks' sequences no longer match; this rank returning
+   * early alone would leave the others waiting in a collective. */
   const int W = g->o.world_size, H = g->o.mla.heads, rows = a->num_rows;
   CUdeviceptr q = a->q;
   if (g->o.gather_q) {
     const long long qb = (long long)H * CGRT__DCP_D * 2;
-    ncclResult_t r = g->nccl->ncclAllGather((const void *)(uintptr_t)a->q, (void *)(uintptr_t)g->q_raw,
+    /* NCCL's operands are the group's own buffers: a captured step's NCCL work keeps
+     * them, while the copy node follows a rebound q like any node (cgrt_graphs). */
+    st = CGRT__CU(g->rt->drv, cuMemcpyDtoDAsync, (g->q_local, a->q, (size_t)rows * qb, s), CGRT_ERROR_DRIVER,
+                  "cgrt_dcp_step: copying q");
+    if (st) goto fail;
+    ncclResult_t r = g->nccl->ncclAllGather((const void *)(uintptr_t)g->q_local, (void *)(uintptr_t)g->q_raw,
                                             (size_t)rows * H * CGRT__DCP_D, ncclBfloat16, g->comm, s);
-    if ((st = cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclAllGather"))) return st;
+    if ((st = cgrt__dcp_settle(g, r, "cgrt_dcp_step: ncclAllGather"))) goto fail;
     if ((st = transpose(g, s, g->q_raw, g->q_full, rows, W, qb, qb, rows * qb, W * qb, qb))) goto fail;
     q = g->q_full;
   }
@@ -135,10 +146,10 @@ cgrt_status cgrt_dcp_step(cgrt_dcp_group *g, CUstream s, const cgrt_dcp_args *a)
   return cgrt__dcp_check_async(g, "cgrt_dcp_step");
 fail:
   if (!g->failed) {
-    /* A launch failed after collectives were enqueued: the ranks no longer match. */
+    /* A copy or launch failed: the ranks' sequences no longer match. */
     char msg[CGRT__MSG_CAP];
     snprintf(msg, sizeof msg, "%s", cgrt_last_error());
-    cgrt__dcp_fail(g, "cgrt_dcp_step: a launch between collectives", ncclInternalError);
+    cgrt__dcp_fail(g, "cgrt_dcp_step: a copy or launch of the step", ncclInternalError);
     return cgrt__fail(st, "%s; %s", msg, cgrt_last_error());
   }
   return st;

@@ -48,8 +48,8 @@ class DcpFault : public Harness {
 TEST_F(DcpFault, EveryRankFailsCleanlyWhenOneCallFails) {
   const char *const a2a[] = {"ncclAllGather",  "ncclSend",         "ncclRecv",
                              "ncclGroupEnd",   "ncclGroupStart",   "ncclCommGetAsyncError",
-                             "cuLaunchKernel", "cuLaunchKernelEx", nullptr};
-  const char *const rs[] = {"ncclAllGather", "ncclReduceScatter", "cuLaunchKernel", nullptr};
+                             "cuLaunchKernel", "cuLaunchKernelEx", "cuMemcpyDtoDAsync", nullptr};
+  const char *const rs[] = {"ncclAllGather", "ncclReduceScatter", "cuLaunchKernel", "cuMemcpyDtoDAsync", nullptr};
   for (int w : {2, 3})
     for (cgrt_dcp_merge merge : {CGRT_DCP_MERGE_ALL_TO_ALL, CGRT_DCP_MERGE_REDUCE_SCATTER}) {
       Batch b;
