@@ -134,8 +134,8 @@ typedef struct cgrt__nccl {
 /* The real NCCL, resolved once per distinct `library` (NULL: the usual places, in
  * order: libnccl.so.2 through the loader's search path, then the lib/ folder of the
  * NVIDIA NCCL pip package (nvidia/nccl/lib/libnccl.so.2) under the site-packages
- * folders of python3.8 .. 3.13 in /usr/local/lib, /usr/lib and ~/.local/lib, then
- * /usr/local/nccl/lib and /usr/lib/x86_64-linux-gnu). Returns NULL with a message
+ * folders of python3.8 .. 3.13 in /usr/local/lib and /usr/lib, then
+ * /usr/local/cuda/lib{,64}, /usr/local/nccl/lib and /usr/lib/x86_64-linux-gnu). Returns NULL with a message
  * naming every place tried (or the missing symbol, or the version too old) in msg.
  * Thread-safe; later calls with the same library return the same table or failure. */
 const cgrt__nccl *cgrt__nccl_real(const char *library, char *msg, size_t msg_len);

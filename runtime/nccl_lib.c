@@ -98,13 +98,14 @@ static void resolve_default(nccl_slot *s) {
         snprintf(path, sizeof path, "%s/python3.%d/%s/nvidia/nccl/lib/libnccl.so.2", roots[r], v, kinds[k]);
         if (try_path(s, path, tried, sizeof tried)) return;
       }
-  const char *const sys[] = {"/usr/local/nccl/lib/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
-  for (int i = 0; i < 2; i++)
+  const char *const sys[] = {"/usr/local/cuda/lib/libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2",
+                             "/usr/local/nccl/lib/libnccl.so.2", "/usr/lib/x86_64-linux-gnu/libnccl.so.2"};
+  for (int i = 0; i < 4; i++)
     if (try_path(s, sys[i], tried, sizeof tried)) return;
   snprintf(s->msg, sizeof s->msg,
            "NCCL not found: libnccl.so.2 is not on the loader's path, and not in the NVIDIA NCCL pip package "
-           "(nvidia/nccl/lib under /usr{,/local}/lib/python3.*/{dist,site}-packages) nor in /usr/local/nccl/lib or "
-           "/usr/lib/x86_64-linux-gnu; install it or set cgrt_dcp_options.nccl_library");
+           "(nvidia/nccl/lib under /usr{,/local}/lib/python3.*/{dist,site}-packages) nor in /usr/local/cuda/lib{,64}, "
+           "/usr/local/nccl/lib or /usr/lib/x86_64-linux-gnu; install it or set cgrt_dcp_options.nccl_library");
 }
 
 const cgrt__nccl *cgrt__nccl_real(const char *library, char *msg, size_t msg_len) {
