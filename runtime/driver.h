@@ -209,6 +209,11 @@ const cgrt__driver *cgrt__driver_emulated(void);
  * wrappers of other bases). NULL when four other bases are wrapped already. */
 const cgrt__driver *cgrt__driver_fault(const cgrt__driver *base);
 
+/* The plan of cgrt_fault_set, for the driver's and NCCL's wrappers: counts a call to
+ * `symbol` and returns 1 when the plan fails it, with *result the plan's result (0 when
+ * the plan gives none; each wrapper picks its default). Thread-safe. */
+int cgrt__fault_check(const char *symbol, int *result);
+
 /* Name of a CUresult that never fails ("CUDA_ERROR_OUT_OF_MEMORY"); also for codes the
  * driver does not know. */
 const char *cgrt__curesult_name(CUresult r);

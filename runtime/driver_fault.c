@@ -21,7 +21,7 @@ static cgrt__driver g_table[FAULT_SLOTS];
 static char g_symbol[64];
 static int g_has_symbol;
 static unsigned long g_fail_at;
-static CUresult g_result = CUDA_ERROR_UNKNOWN;
+static int g_result; /* the plan's result, 0 when unset */
 static int g_sticky;
 static unsigned long g_calls;
 static unsigned long g_injected;
@@ -36,7 +36,7 @@ cgrt_status cgrt_fault_set(const cgrt_fault_plan *plan) {
   g_injected = 0;
   g_fail_at = plan ? plan->fail_at : 0;
   g_sticky = plan ? plan->sticky : 0;
-  g_result = (plan && plan->result) ? (CUresult)plan->result : CUDA_ERROR_UNKNOWN;
+  g_result = plan ? plan->result : 0;
   g_has_symbol = plan && plan->symbol;
   if (g_has_symbol) {
     strncpy(g_symbol, plan->symbol, sizeof g_symbol - 1);
@@ -68,23 +68,30 @@ const char *cgrt_fault_last_symbol(void) {
   return s;
 }
 
-/* Returns the CUresult to inject, or CUDA_SUCCESS to pass the call through. Error
+/* The check shared by the driver's and NCCL's wrappers (runtime/driver.h). Error
  * name/string look-ups are never counted or failed: they report failures. */
-static CUresult fault_check(const char *symbol) {
-  if (strcmp(symbol, "cuGetErrorName") == 0 || strcmp(symbol, "cuGetErrorString") == 0)
-    return CUDA_SUCCESS;
-  CUresult r = CUDA_SUCCESS;
+int cgrt__fault_check(const char *symbol, int *result) {
+  if (strcmp(symbol, "cuGetErrorName") == 0 || strcmp(symbol, "cuGetErrorString") == 0) return 0;
+  int fail = 0;
   pthread_mutex_lock(&g_mu);
   if (!g_has_symbol || strcmp(g_symbol, symbol) == 0) {
     g_calls++;
     g_last_symbol = symbol;
     if (g_fail_at != 0 && (g_calls == g_fail_at || (g_sticky && g_calls > g_fail_at))) {
       g_injected++;
-      r = g_result;
+      fail = 1;
+      *result = g_result;
     }
   }
   pthread_mutex_unlock(&g_mu);
-  return r;
+  return fail;
+}
+
+/* Returns the CUresult to inject, or CUDA_SUCCESS to pass the call through. */
+static CUresult fault_check(const char *symbol) {
+  int r = 0;
+  if (!cgrt__fault_check(symbol, &r)) return CUDA_SUCCESS;
+  return r ? (CUresult)r : CUDA_ERROR_UNKNOWN;
 }
 
 /* The wrappers of slot k: fault<k>_<symbol>. `name` is stringified where the list names

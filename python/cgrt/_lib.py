@@ -236,6 +236,16 @@ SIGNATURES = {
     "cgrt_mla_plan_destroy": (None, [handle]),
     "cgrt_mla_plan_get_info": (S, [handle, P(MlaPlanInfo)]),
     "cgrt_mla_decode": (S, [handle, CUstream, P(MlaArgs)]),
+    # cgrt_dcp.h (no Python wrapper yet: structs passed as raw pointers)
+    "cgrt_dcp_options_init": (None, [c_void_p]),
+    "cgrt_dcp_unique_id": (S, [handle, c_char_p, c_void_p]),
+    "cgrt_dcp_group_create": (S, [handle, c_void_p, P(handle)]),
+    "cgrt_dcp_group_destroy": (None, [handle]),
+    "cgrt_dcp_step": (S, [handle, CUstream, c_void_p]),
+    "cgrt_dcp_wait": (S, [handle, CUstream]),
+    "cgrt_dcp_agree": (S, [handle, c_int, P(c_int)]),
+    "cgrt_dcp_group_get_info": (S, [handle, c_void_p]),
+    "cgrt_dcp_local_len": (c_int, [c_int, c_int, c_int, c_int]),
 }
 
 # Declared in /work/notes/api.md for include/cgrt/cgrt_memory.h and implemented on another
