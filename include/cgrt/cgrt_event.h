@@ -64,8 +64,8 @@ cgrt_status cgrt_event_synchronize(cgrt_event *e);
  * by a cgrt graph set cgrt refuses it first, and the capture goes on). */
 cgrt_status cgrt_event_query(cgrt_event *e, int *done);
 
-/* Milliseconds between the records of `start` and `end` (cuEventElapsedTime, resolution
- * about 0.5 us on a GPU), after waiting for `end` to complete (so never "not ready").
+/* Milliseconds between the records of `start` and `end` (cuEventElapsedTime, with the
+ * driver's resolution), after waiting for `end` to complete (so never "not ready").
  * Both events must belong to the same runtime and have been recorded outside capture.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (either event not live);
  * CGRT_ERROR_INVALID_ARGUMENT (ms NULL, events of two runtimes, an event never recorded);

@@ -241,9 +241,8 @@ typedef struct cgrt_graphs_options {
    * points into, per registered or declared range it uses and per pointer into memory
    * cgrt does not manage, a binary search per other
    * pointer parameter or word, three driver calls per binding, and a stream
-   * synchronization; measured on an H200 (bench/results/README.md): about 0.17 us per
-   * buffer checked and 0.25-0.5 us per rebound node over an unchecked step followed by a
-   * stream synchronization. The unchecked step does none of this. */
+   * synchronization (measured: bench/results/README.md, "Replay latency"). The unchecked
+   * step does none of this. */
   int checked_replay;
   int fail_past_largest;  /* 1: CGRT_ERROR_NO_BUCKET past the largest bucket; 0 (default):
                              run the step eagerly and count the fallback */
@@ -269,10 +268,10 @@ typedef struct cgrt_graphs_options {
    * buffers that moved (and num_reqs) into the bucket's mailbox in pinned memory -- no
    * driver call, whatever the number of nodes that point into them -- and the patch
    * kernel reads it over the bus and rewrites those nodes' parameters on the device
-   * before they run. Costs, measured on an H200 (bench/replay_latency): about 2-4 us
-   * more GPU time per launch for N = 32 dependent kernel nodes (the patch node reads
-   * host memory, and each device-updatable node launches about 45 ns slower), 25 us
-   * for N = 512; per bucket 24 bytes of device memory per pointer site and a
+   * before they run. Costs: more GPU time per launch (the patch node reads host memory,
+   * and each device-updatable node launches slightly slower; measured in
+   * bench/results/README.md, "Replay latency"); per bucket 24 bytes of device memory per
+   * pointer site and a
    * mailbox of 32 to 256 slots of (nbuf + 1) x 12 bytes (about 64 KB) of pinned memory,
    * allocated at capture; and the driver's rules for device-updatable nodes (no
    * cuGraphExecUpdate: requires replay_mode CGRT_REPLAY_POINTER_UPDATE; at most 1021
