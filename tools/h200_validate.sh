@@ -71,7 +71,7 @@ run dcp_kernels_test 120 "$B/dcp_kernels_test"
 run memcheck_dcp 200 compute-sanitizer --tool memcheck --report-api-errors no "$B/dcp_kernels_test"
 run mla_wgmma_test_ptx_jit 200 env CUDA_FORCE_PTX_JIT=1 "$B/mla_wgmma_test"
 run mla_t64_test_ptx_jit 420 env CUDA_FORCE_PTX_JIT=1 "$B/mla_t64_test"
-[ "$QUICK" != 1 ] && run graphs_test_ptx_jit 240 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
+[ "$QUICK" != 1 ] && run graphs_test_ptx_jit 480 env CUDA_FORCE_PTX_JIT=1 "$B/graphs_test"
 run engine_demo 200 "$B/engine_demo" 3000
 run engine_demo_device_patch 200 "$B/engine_demo" 1500 --device-patch
 # Kernels inside a WHILE body (launched by the device) that read a buffer allocated
