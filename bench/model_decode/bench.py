@@ -117,6 +117,7 @@ def gpu_meta(be):
                                                 capture_output=True, text=True, timeout=20).stdout.strip()
         except Exception:  # noqa: BLE001
             m["nvidia_driver"] = None
+        m["driver"] = m["nvidia_driver"]  # the results index asks every file for gpu and driver
     return m
 
 

@@ -63,6 +63,16 @@ NAMES = ("token_ids", "req_seq_lens", "req_positions", "block_table")
 RING = 4
 
 
+
+def _nvidia_driver():
+    """The NVIDIA driver's version (nvidia-smi), or None without one."""
+    try:
+        import subprocess
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
 def _summary(us):
     s = sorted(us)
     pick = lambda p: s[min(len(s) - 1, int(round(p * (len(s) - 1))))]  # noqa: E731
@@ -211,7 +221,8 @@ def main(argv=None):
     info = rt.info()
     out_json = {
         "benchmark": "step_overhead", "what": __doc__,
-        "meta": {"device": info.device_name, "driver": info.driver, "python": platform.python_version(),
+        "meta": {"device": info.device_name, "gpu": info.device_name, "cgrt_driver": info.driver,
+                 "driver": _nvidia_driver(), "python": platform.python_version(),
                  "torch": getattr(arrays.torch, "__version__", None), "library": cgrt.lib.path,
                  "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": " ".join([sys.executable] + sys.argv),
                  "commit": os.environ.get("CGRT_BENCH_COMMIT")},
