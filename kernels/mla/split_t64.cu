@@ -25,7 +25,16 @@
 //
 // Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
 // ldmatrix over the same layout with the same accumulator layout.
+//
+// FP8 = 1 (cgrt_mla_split_t64_fp8, cgrt_mla_split_t64_row1_fp8): the cache holds e4m3
+// bytes (value = e4m3 x kv_scale). Each thread reads its 8-byte pieces (half the bytes
+// of the bf16 chunks) into registers, widens them to bf16 (exact: every e4m3 value is a
+// bf16 value) and stores them into the same ring slots and swizzle, so the products and
+// the softmax are those of the bf16 kernel; kv_scale is folded into the softmax scale
+// (S = kv_scale q . e) and into the output (O = kv_scale sum p e / l).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
@@ -82,6 +91,23 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
   wg_wait<0>();
 #endif
   fence_regs(s);
+}
+
+// Two e4m3 values (the low byte first) as two bf16 values (the low half first), exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(unsigned short v) {
+  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&hr));
+  const __nv_bfloat162 b = __float22bfloat162_rn(f);
+  return *reinterpret_cast<const uint32_t *>(&b);
+}
+
+// Eight e4m3 values (8 bytes) stored as eight bf16 values (16 bytes) at shared address dst.
+__device__ __forceinline__ void st_e4m3x8_as_bf16(uint32_t dst, uint2 v) {
+  const uint32_t a = e4m3x2_to_bf16x2((unsigned short)(v.x & 0xffffu));
+  const uint32_t b = e4m3x2_to_bf16x2((unsigned short)(v.x >> 16));
+  const uint32_t c = e4m3x2_to_bf16x2((unsigned short)(v.y & 0xffffu));
+  const uint32_t d = e4m3x2_to_bf16x2((unsigned short)(v.y >> 16));
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 // O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
@@ -251,14 +277,14 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 // CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the combine kernel and the
 // metadata are those of the range schedule. The C reference (kernels/mla/ref.c) takes the
 // same tiles.
-template <int ROW1>
+template <int ROW1, int FP8>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
-                                          int cap, int min_tiles, int causal, int mk) {
+                                          int cap, int min_tiles, int causal, int mk, float kv_scale) {
   (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -282,7 +308,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const int nh = h_end - h_begin; // 1..16
-  const float sl2 = scale * 1.4426950408889634f;
+  const float sl2 = (FP8 ? scale * kv_scale : scale) * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
@@ -317,7 +343,26 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     // counts tiles.
     auto load_sub = [&](int k, const int (&pg)[4]) {
       const int i = k / 3, c = k - 3 * i;
-      if (i < n) {
+      if (i < n && FP8) {
+        // e4m3: the 12 pieces of 8 bytes first (in flight together), then widened to bf16.
+        const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
+        const int tb = tb0 + stride * i + crow;
+        const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
+        uint2 raw[4][3];
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++) {
+          const int tok = tb + 16 * q4;
+          const bool ok = tok < tend;
+          const unsigned char *src = kv8 + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
+#pragma unroll
+          for (int b = 0; b < 3; b++)
+            raw[q4][b] = ok ? __ldg(reinterpret_cast<const uint2 *>(src + b * 64)) : make_uint2(0u, 0u);
+        }
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++)
+#pragma unroll
+          for (int b = 0; b < 3; b++) st_e4m3x8_as_bf16(dst + q4 * 16 * 128 + b * kCB, raw[q4][b]);
+      } else if (i < n) {
         const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
         const int tb = tb0 + stride * i + crow;
 #pragma unroll
@@ -455,7 +500,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     for (int h = 0; h < 4; h++) {
       const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
       const float lt = (v.x + v.y) + (v.z + v.w);
-      inv[h] = 1.f / lt;
+      inv[h] = (FP8 ? kv_scale : 1.f) / lt;
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
     // O^T / l into the staging rows [head][dim].
@@ -542,9 +587,16 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
 
 // Up to 16 query heads per CTA: steps of any number of rows.
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_PARAMS) {
-  split_t64<0>(CGRT_WG_ARGS);
+  split_t64<0, 0>(CGRT_WG_ARGS);
 }
 // Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
-  split_t64<1>(CGRT_WG_ARGS);
+  split_t64<1, 0>(CGRT_WG_ARGS);
+}
+// The same over an FP8 e4m3 cache (FP8 above).
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
+  split_t64<0, 1>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_fp8(CGRT_WG_PARAMS) {
+  split_t64<1, 1>(CGRT_WG_ARGS);
 }
