@@ -28,7 +28,7 @@
 //
 // FP8 = 1 (cgrt_mla_split_t64_fp8, cgrt_mla_split_t64_row1_fp8): the cache holds e4m3
 // bytes (value = e4m3 x kv_scale). Each thread reads its 8-byte pieces (half the bytes
-// of the bf16 chunks) into registers, widens them to bf16 (exact: every e4m3 value is a
+// of the bf16 chunks) of three sub-stages at a time (load_fp8) into registers, widens them to bf16 (exact: every e4m3 value is a
 // bf16 value) and stores them into the same ring slots and swizzle, so the products and
 // the softmax are those of the bf16 kernel; kv_scale is folded into the softmax scale
 // (S = kv_scale q . e) and into the output (O = kv_scale sum p e / l).
@@ -343,26 +343,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     // counts tiles.
     auto load_sub = [&](int k, const int (&pg)[4]) {
       const int i = k / 3, c = k - 3 * i;
-      if (i < n && FP8) {
-        // e4m3: the 12 pieces of 8 bytes first (in flight together), then widened to bf16.
-        const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
-        const int tb = tb0 + stride * i + crow;
-        const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
-        uint2 raw[4][3];
-#pragma unroll
-        for (int q4 = 0; q4 < 4; q4++) {
-          const int tok = tb + 16 * q4;
-          const bool ok = tok < tend;
-          const unsigned char *src = kv8 + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
-#pragma unroll
-          for (int b = 0; b < 3; b++)
-            raw[q4][b] = ok ? __ldg(reinterpret_cast<const uint2 *>(src + b * 64)) : make_uint2(0u, 0u);
-        }
-#pragma unroll
-        for (int q4 = 0; q4 < 4; q4++)
-#pragma unroll
-          for (int b = 0; b < 3; b++) st_e4m3x8_as_bf16(dst + q4 * 16 * 128 + b * kCB, raw[q4][b]);
-      } else if (i < n) {
+      if (i < n) {
         const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
         const int tb = tb0 + stride * i + crow;
 #pragma unroll
@@ -377,6 +358,41 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       }
       cp_commit();
     };
+    // FP8: sub-stages k0 .. k0 + nk - 1 (nk <= 3; entries p0, p1, p2), in the same slots
+    // and commit groups as load_sub (the groups stay empty: the loads go through
+    // registers). The 12 pieces of 8 bytes of every sub-stage are read first, all in
+    // flight together, then widened to bf16 and stored: one round trip per call.
+    auto load_fp8 = [&](int k0, int nk, const int (&p0)[4], const int (&p1)[4], const int (&p2)[4]) {
+      const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
+      uint2 raw[3][4][3];
+#pragma unroll
+      for (int j = 0; j < 3; j++) {
+        const int k = k0 + j, i = k / 3, c = k - 3 * i;
+        const int(&pg)[4] = j == 0 ? p0 : j == 1 ? p1 : p2;
+        const int tb = tb0 + stride * i + crow;
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++) {
+          const int tok = tb + 16 * q4;
+          const bool ok = j < nk && i < n && tok < tend;
+          const unsigned char *src = kv8 + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
+#pragma unroll
+          for (int b = 0; b < 3; b++)
+            raw[j][q4][b] = ok ? __ldg(reinterpret_cast<const uint2 *>(src + b * 64)) : make_uint2(0u, 0u);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 3; j++) {
+        const int k = k0 + j;
+        if (j < nk && k / 3 < n) {
+          const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
+#pragma unroll
+          for (int q4 = 0; q4 < 4; q4++)
+#pragma unroll
+            for (int b = 0; b < 3; b++) st_e4m3x8_as_bf16(dst + q4 * 16 * 128 + b * kCB, raw[j][q4][b]);
+        }
+        if (j < nk) cp_commit();
+      }
+    };
 
     {
       // Q of the head group (rows past nh zero), in the first commit group.
@@ -389,8 +405,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
     // starts with 8 sub-stages in flight.
+    if (FP8) {
+      load_fp8(0, 3, pg0, pg0, pg0);
+      load_fp8(3, 3, pg1, pg1, pg1);
+      load_fp8(6, 2, pga, pga, pga);
+    } else {
 #pragma unroll
-    for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
+      for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
+    }
 
     float o[8][8];
 #pragma unroll
@@ -419,9 +441,13 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       if (it > 0) {
         // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
         // tile it + 2.
-        load_sub(3 * it + kAhead, pga);
-        load_sub(3 * it + kAhead + 1, pgb);
-        load_sub(3 * it + kAhead + 2, pgb);
+        if (FP8) {
+          load_fp8(3 * it + kAhead, 3, pga, pgb, pgb);
+        } else {
+          load_sub(3 * it + kAhead, pga);
+          load_sub(3 * it + kAhead + 1, pgb);
+          load_sub(3 * it + kAhead + 2, pgb);
+        }
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
