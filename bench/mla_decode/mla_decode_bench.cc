@@ -10,7 +10,11 @@
 // add, all with AUTO: "auto" (the plan's choice), "rows" (the rows apart: every row
 // its own request of block_len 1, with the block's block-table row and its own
 // length, which is exactly the launches of a plan that does not run a block's rows
-// together) and, for causal shapes, "noncausal" (the same block, causal 0).
+// together) and, for causal shapes, "noncausal" (the same block, causal 0). --fp8 adds
+// an FP8 e4m3 cache (cgrt_mla_options.kv_dtype; the same pool read as e4m3 bytes,
+// kv_scale 1): a "fp8" row per shape (AUTO) and, with --ab, a "fp8" variant (workspace,
+// as "default"); its TB/s counts the e4m3 bytes read, and its line gives the speedup
+// over bf16.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -57,6 +61,7 @@ int main(int argc, char **argv) {
   int reps = 30;
   bool smoke = false;  // --smoke: tiny shapes, no L2 rotation (checks the flow, e.g. emulated)
   bool ab = false;  // --ab: also time the option variants, interleaved
+  bool fp8 = false;  // --fp8: also an FP8 e4m3 cache
   // --layers L: also time L decode calls captured back to back in one graph (each on its
   // own KV copy, as the layers of a model's decode graph do): the per-call time without
   // the graph's launch latency. 0: off.
@@ -65,6 +70,7 @@ int main(int argc, char **argv) {
   std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ab")) ab = true;
+    else if (!strcmp(argv[i], "--fp8")) fp8 = true;
     else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--smoke")) smoke = true;
@@ -153,7 +159,7 @@ int main(int argc, char **argv) {
         const float f = ((x >> 40) / 16777216.0f) * 2.f - 1.f;
         uint32_t u;
         memcpy(&u, &f, 4);
-        chunk[i] = (uint16_t)(u >> 16);
+        chunk[i] = (uint16_t)((u >> 16) & 0xffbfu);  // no 0x7f / 0xff byte: no e4m3 NaN for --fp8
       }
       CU(d->cuMemcpyHtoD(kv + off * 2, chunk.data(), n * 2));
     }
@@ -220,7 +226,8 @@ int main(int argc, char **argv) {
       a.softmax_scale = 0.0721f;
       return a;
     };
-    auto new_plan = [&](cgrt_mla_combine cb, int pl, cgrt_mla_plan_info *pi, bool apart = false, int cz = -1) {
+    auto new_plan = [&](cgrt_mla_combine cb, int pl, cgrt_mla_plan_info *pi, bool apart = false, int cz = -1,
+                        bool e4m3 = false) {
       cgrt_mla_options o;
       cgrt_mla_options_init(&o);
       o.max_num_seqs = apart ? rows : batch;
@@ -232,6 +239,7 @@ int main(int argc, char **argv) {
       o.combine = cb;
       o.programmatic_launch = pl;
       o.lane = lane++ % CGRT_MAX_LANES;
+      if (e4m3) o.kv_dtype = CGRT_MLA_KV_FP8_E4M3;
       cgrt_mla_plan *plan;
       OK(cgrt_mla_plan_create(rt, &o, &plan));
       if (pi) {
@@ -269,9 +277,10 @@ int main(int argc, char **argv) {
       }
     };
     // One measurement: eager calls, one call per graph, and (--layers L) L calls per graph.
-    auto measure = [&](cgrt_mla_combine cb, const char *variant) {
+    double us_bf16_auto = 0;  // the AUTO row's graph time (the --fp8 speedup's base)
+    auto measure = [&](cgrt_mla_combine cb, const char *variant, bool e4m3 = false) {
       cgrt_mla_plan_info pi{};
-      cgrt_mla_plan *plan = new_plan(cb, 0, &pi);
+      cgrt_mla_plan *plan = new_plan(cb, 0, &pi, false, -1, e4m3);
       for (int i = 0; i < 3; i++) {
         const cgrt_mla_args a = args_for(i);
         OK(cgrt_mla_decode(plan, st, &a));
@@ -302,8 +311,11 @@ int main(int argc, char **argv) {
       }
       OK(cgrt_counters_verify(rt));
       const double us_e = median(te), us_g = median(tg);
-      const double kv_bytes = (double)batch * ctx * 576 * 2;
+      const double kv_bytes = (double)batch * ctx * 576 * (e4m3 ? 1 : 2);
       const double tbps = kv_bytes / (us_g * 1e-6) / 1e12;
+      if (!e4m3 && cb == CGRT_MLA_COMBINE_AUTO) us_bf16_auto = us_g;
+      if (e4m3) printf("fp8      batch %3d heads %3d ctx %5d: %.2fx faster than bf16 (auto, graph)\n", batch, heads, ctx,
+                       us_bf16_auto / us_g);
       const double tflops = 2.0 * heads * (double)row_tokens * (576 + 512) / (us_g * 1e-6) / 1e12;
       // The same per call in a graph of `layers` calls (no launch latency); 0 without --layers.
       const double tbps_l = us_l > 0 ? kv_bytes / (us_l * 1e-6) / 1e12 : 0;
@@ -335,6 +347,7 @@ int main(int argc, char **argv) {
     };
     for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_AUTO, CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS})
       measure(cb, "default");
+    if (fp8) measure(CGRT_MLA_COMBINE_AUTO, "fp8", true);
     if (ab) {
       // Interleaved A/B: every variant's plan and graphs first, then rounds that replay
       // each variant in turn, so that clock and power drift hit all of them alike.
@@ -345,25 +358,27 @@ int main(int argc, char **argv) {
         int pl;  // programmatic_launch
         bool apart;  // the rows apart (block shapes)
         int cz;      // causal for this variant (-1: the shape's)
+        bool e4m3;   // an FP8 e4m3 cache
         cgrt_mla_plan *plan;
         std::vector<CUgraphExec> ex;
         std::vector<float> t;
       };
       const auto A = CGRT_MLA_COMBINE_AUTO;
       std::vector<V> vs;
-      vs.push_back({"default", W, 0, false, -1, nullptr, {}, {}});
-      vs.push_back({"counters", C, 0, false, -1, nullptr, {}, {}});
-      if (batch <= 64 && blk == 1) vs.push_back({"pdl", W, 1, false, -1, nullptr, {}, {}});
+      vs.push_back({"default", W, 0, false, -1, false, nullptr, {}, {}});
+      vs.push_back({"counters", C, 0, false, -1, false, nullptr, {}, {}});
+      if (fp8) vs.push_back({"fp8", W, 0, false, -1, true, nullptr, {}, {}});
+      if (batch <= 64 && blk == 1) vs.push_back({"pdl", W, 1, false, -1, false, nullptr, {}, {}});
       if (blk > 1) {
-        vs.push_back({"auto", A, 0, false, -1, nullptr, {}, {}});
-        vs.push_back({"rows", A, 0, true, -1, nullptr, {}, {}});
-        if (causal) vs.push_back({"noncausal", A, 0, false, 0, nullptr, {}, {}});
+        vs.push_back({"auto", A, 0, false, -1, false, nullptr, {}, {}});
+        vs.push_back({"rows", A, 0, true, -1, false, nullptr, {}, {}});
+        if (causal) vs.push_back({"noncausal", A, 0, false, 0, false, nullptr, {}, {}});
       }
       if (!keep.empty())
         vs.erase(std::remove_if(vs.begin() + 1, vs.end(),
                                 [&](const V &v) { return keep.find("," + std::string(v.name) + ",") == std::string::npos; }),
                  vs.end());
-      for (V &v : vs) v.plan = new_plan(v.cb, v.pl, nullptr, v.apart, v.cz);
+      for (V &v : vs) v.plan = new_plan(v.cb, v.pl, nullptr, v.apart, v.cz, v.e4m3);
       // Graphs only once every plan exists: variants share the 8 workspace lanes and
       // may differ in split count, so a later plan could still grow (and move) a lane's
       // workspace that an earlier variant's graphs already point to.
@@ -388,7 +403,7 @@ int main(int argc, char **argv) {
       const double base = median(vs[0].t);
       for (V &v : vs) {
         const double us = median(v.t);
-        const double tbps = (double)batch * ctx * 576 * 2 / (us * 1e-6) / 1e12;
+        const double tbps = (double)batch * ctx * 576 * (v.e4m3 ? 1 : 2) / (us * 1e-6) / 1e12;
         printf("A/B batch %3d heads %3d ctx %5d k %d%s %-9s %8.2f us%s  %.3f TB/s  %+.1f%% vs default\n", batch,
                heads, ctx, blk, causal ? " causal" : "", v.name, us, per > 1 ? " per call in graph" : "", tbps,
                100.0 * (us - base) / base);

@@ -59,6 +59,21 @@ typedef enum cgrt_mla_combine {
  * group) to merge in one CTA. */
 #define CGRT_MLA_AUTO_MERGE_BYTES (320 * 1024)
 
+/* Dtype of the latent KV cache (cgrt_mla_options.kv_dtype). */
+typedef enum cgrt_mla_kv_dtype {
+  /* bf16 [num_pages, page_size, 576]: 1152 bytes per token. */
+  CGRT_MLA_KV_BF16 = 0,
+  /* FP8 e4m3 (OCP e4m3fn: bias 7, no infinities, 0x7f / 0xff NaN) [num_pages, page_size,
+   * 576]: the same paged layout, one byte per value, 576 bytes per token (values 0..511
+   * the V / latent part, 512..575 the rope part); value = e4m3 x kv_scale, one
+   * per-tensor scale (the serving convention of a per-layer k_scale, as vLLM and
+   * FlashMLA pass it) held by the plan. q and out stay bf16, the LSE fp32; the kernels
+   * dequantize on the fly. Only plans of at most 16 query heads per CTA take it (the
+   * head rule gives more for q_heads 33..64 and multiples of 64): others return
+   * CGRT_ERROR_NOT_SUPPORTED; block rows run apart. */
+  CGRT_MLA_KV_FP8_E4M3 = 1
+} cgrt_mla_kv_dtype;
+
 typedef struct cgrt_mla_options {
   size_t size;            /* sizeof(cgrt_mla_options): lets the struct grow (a smaller size
                            * from an older header gets defaults for the later fields) */
@@ -94,9 +109,17 @@ typedef struct cgrt_mla_options {
                            * the last row sees the whole context; a row of 0 tokens is
                            * inert (output 0, LSE -inf), like a padding row. No effect
                            * with block_len 1. seq_len counts the block's own tokens. */
+  cgrt_mla_kv_dtype kv_dtype; /* dtype of the latent KV cache: CGRT_MLA_KV_BF16 (default) or
+                           * CGRT_MLA_KV_FP8_E4M3 (see there) */
+  float kv_scale;         /* CGRT_MLA_KV_FP8_E4M3: the per-tensor dequantization scale of
+                           * the cache (value = e4m3 x kv_scale), finite and > 0; default
+                           * 1. A plan serves one scale: layers of different scales take
+                           * plans of their own (they share the lane's reservation).
+                           * Ignored for CGRT_MLA_KV_BF16. */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, causal 0, dcp_world_size 1, page_size 64, combine AUTO, lane 0,
+ * kv_dtype CGRT_MLA_KV_BF16, kv_scale 1,
  * size set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
  * 0 and must be set. Thread-safe. */
 void cgrt_mla_options_init(cgrt_mla_options *options);
@@ -150,10 +173,13 @@ typedef struct cgrt_mla_plan_info {
  * workspace reservation already made stays with the runtime, as all reservations do).
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
  * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine,
- * programmatic_launch, causal (not 0 or 1) or lane, more than 2^20 rows or 4096 query heads, a block table
+ * programmatic_launch, causal (not 0 or 1), lane, kv_dtype, kv_scale (not finite or
+ * not > 0 with FP8), more than 2^20 rows or 4096 query heads, a block table
  * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
  * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
- * 32-token tiles); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
+ * 32-token tiles); CGRT_ERROR_NOT_SUPPORTED (kv_dtype CGRT_MLA_KV_FP8_E4M3 with more
+ * than 16 query heads per CTA: q_heads 33..64 or a multiple of 64; block rows that would run together with FP8 run apart instead, on the
+ * FP8 kernel); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
  * the counters would have to grow after the lock); CGRT_ERROR_CAPTURING;
  * CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_INTERNAL (kernel missing from the module);
  * CGRT_ERROR_DRIVER. Thread-safe. Must not be called while capturing. */
@@ -180,7 +206,8 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *plan, cgrt_mla_plan_info
 typedef struct cgrt_mla_args {
   size_t size;             /* sizeof(cgrt_mla_args) */
   CUdeviceptr q;           /* bf16 [num_rows, q_heads, 576] */
-  CUdeviceptr kv_cache;    /* bf16 [num_pages, page_size, 576]; may exceed 2^31 elements */
+  CUdeviceptr kv_cache;    /* bf16 (or, options.kv_dtype FP8, e4m3) [num_pages, page_size,
+                            * 576]; may exceed 2^31 elements */
   CUdeviceptr block_table; /* int32 [num_rows / block_len, max_blocks_per_seq] */
   CUdeviceptr seq_lens;    /* int32 [num_rows / block_len]; read on the device. 0 (or
                             * negative) marks padding: output 0, LSE -inf, no KV read

@@ -6,7 +6,7 @@
  * its source in a .cu file of kernels/mla/, and its reference in kernels/mla/ref.c.
  * Plain C.
  *
- * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, ref)
+ * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, kv, ref)
  *   name         the kernel's symbol (extern "C")
  *   role         CGRT__MLA_SCHEDULE, CGRT__MLA_SPLIT (steps of any number of rows),
  *                CGRT__MLA_SPLIT_ONE_ROW (steps of one row: the plan prefers it there
@@ -22,6 +22,9 @@
  *   pages        page sizes it takes: a mask of CGRT__MLA_PAGE_16 / _32 / _64
  *   aligned      1: the plan asks the schedule for row-aligned ranges (min_tiles
  *                negated; see CGRT_MLA_ALIGN_MAX_TILES), where that was measured faster
+ *   kv           the KV cache dtype it reads: CGRT__MLA_KV_BF16 or CGRT__MLA_KV_FP8
+ *                (e4m3, cgrt_mla_options.kv_dtype); the plan picks by it; the schedule
+ *                and combine kernels read no KV (their rows say BF16) and serve both
  *   ref          its C reference in kernels/mla/ref.c (which also gives the parameter
  *                list of each role) */
 #ifndef CGRT_KERNELS_MLA_KERNEL_TABLE_H
@@ -42,25 +45,30 @@ typedef enum cgrt__mla_role {
 #define CGRT__MLA_PAGE_64 4
 #define CGRT__MLA_PAGES (CGRT__MLA_PAGE_16 | CGRT__MLA_PAGE_32 | CGRT__MLA_PAGE_64)
 
+#define CGRT__MLA_KV_BF16 0
+#define CGRT__MLA_KV_FP8 1
+
 /* clang-format off */
-#define CGRT__MLA_KERNELS(X)                                                                                                         \
-  X(cgrt_mla_schedule,        CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, schedule_ref)   \
-  X(cgrt_mla_split_t64,       CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_ref)      \
-  X(cgrt_mla_split_t64_row1,  CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, split_row1_ref) \
-  X(cgrt_mla_split_m64_wgmma, CGRT__MLA_SPLIT,          256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, split_ref)      \
-  X(cgrt_mla_split_m64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, split_ref) \
-  X(cgrt_mla_combine,         CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, combine_ref)
+#define CGRT__MLA_KERNELS(X)                                                                                                                            \
+  X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
+  X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_row1_ref)      \
+  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
+  X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
+  X(cgrt_mla_split_m64_wgmma,    CGRT__MLA_SPLIT,          256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_m64_causal,   CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_M64_WGMMA_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)       \
+  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, combine_ref)
 /* clang-format on */
 
 /* One row of the table as data (kernels/mla/plan.c and tests/mla). */
 typedef struct cgrt__mla_kernel {
   const char *name;
   cgrt__mla_role role;
-  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned;
+  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, kv;
 } cgrt__mla_kernel;
 
-#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, ref) \
-  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned},
+#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv, ref) \
+  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv},
 
 /* The mask bit of a page size (0 for other sizes). */
 static inline int cgrt__mla_page_bit(int page_size) {

@@ -59,6 +59,8 @@ void cgrt_mla_options_init(cgrt_mla_options *o) {
   o->page_size = 64;
   o->combine = CGRT_MLA_COMBINE_AUTO;
   o->lane = CGRT_LANE_TARGET;
+  o->kv_dtype = CGRT_MLA_KV_BF16;
+  o->kv_scale = 1.f;
 }
 
 static void destroy_child(void *obj);
@@ -96,6 +98,12 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
   if (o->lane < 0 || o->lane >= CGRT_MAX_LANES)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_plan_create: lane %d is outside 0..%d", o->lane, CGRT_MAX_LANES - 1);
+  if (o->kv_dtype != CGRT_MLA_KV_BF16 && o->kv_dtype != CGRT_MLA_KV_FP8_E4M3)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_plan_create: unknown kv_dtype %d", (int)o->kv_dtype);
+  if (o->kv_dtype == CGRT_MLA_KV_FP8_E4M3 && (!isfinite(o->kv_scale) || !(o->kv_scale > 0.f)))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: kv_scale is %g; an FP8 cache needs a finite scale > 0",
+                      (double)o->kv_scale);
   const long long rows = (long long)o->max_num_seqs * o->block_len;
   if (rows > MLA_MAX_ROWS || (long long)o->heads * o->dcp_world_size > MLA_MAX_QHEADS)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
@@ -136,14 +144,15 @@ static void head_rule(cgrt_mla_plan *p) {
   p->mk = 0;
 }
 
-/* The first kernel of the table with this role that takes hg heads per CTA and the page
- * size; NULL if none does. */
-static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size) {
+/* The first kernel of the table with this role that takes hg heads per CTA, the page
+ * size and (split roles) the KV dtype kv (CGRT__MLA_KV_*); NULL if none does. */
+static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, int kv) {
   for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0]; i++) {
     const cgrt__mla_kernel *k = &g_kernels[i];
-    const int split = role == CGRT__MLA_SPLIT || role == CGRT__MLA_SPLIT_ONE_ROW;
+    const int split = role == CGRT__MLA_SPLIT || role == CGRT__MLA_SPLIT_ONE_ROW ||
+                      role == CGRT__MLA_SPLIT_CAUSAL_BLOCK;
     if (k->role == role && (k->pages & cgrt__mla_page_bit(page_size)) &&
-        (!split || (hg >= k->hg_min && hg <= k->hg_max)))
+        (!split || (hg >= k->hg_min && hg <= k->hg_max && k->kv == kv)))
       return k;
   }
   return NULL;
@@ -155,15 +164,17 @@ static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size) 
  * (ceil(k q_heads / 64) < k x head groups), the rows apart would read it at least
  * CGRT_MLA_SHARE_MIN_READS times, and the block has at least CGRT_MLA_SHARE_MIN_ROWS
  * query rows; causal rows need a kernel of role CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row
- * lengths). Figures: docs/mla_decode.md. */
+ * lengths). An FP8 cache keeps the rows apart (no 64-row FP8 kernel). Figures:
+ * docs/mla_decode.md. */
 static void block_rule(cgrt_mla_plan *p) {
   const int k = p->o.block_len;
-  if (k < 2) return;
+  if (k < 2 || p->o.kv_dtype != CGRT_MLA_KV_BF16) return;
   const long long kh = (long long)k * p->q_heads;
   const long long groups = (kh + 63) / 64;
   const long long reads = (long long)k * p->groups; /* per request, the rows apart */
   if (kh < CGRT_MLA_SHARE_MIN_ROWS || reads < CGRT_MLA_SHARE_MIN_READS || groups >= reads) return;
-  if (p->o.causal && !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), p->o.page_size)) return;
+  if (p->o.causal && !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), p->o.page_size, CGRT__MLA_KV_BF16))
+    return;
   p->unit = k;
   p->kh = (int)kh;
   p->mk = p->o.causal ? k : 0;
@@ -198,11 +209,18 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel 
  * (one-row steps merge through the workspace), the schedule and combine kernels. */
 static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const int ps = p->o.page_size;
-  const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps);
+  const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
+  const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps, kv);
   /* One-row steps have block_len 1: never a block's rows together. */
   const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
-                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps);
-  const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps), *comb = pick(CGRT__MLA_COMBINE, 0, ps);
+                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps, kv);
+  const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, ps, 0);
+  if (!split && kv == CGRT__MLA_KV_FP8)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                      "cgrt_mla_plan_create: an FP8 e4m3 KV cache takes at most 16 query heads per "
+                      "CTA; %d query heads (heads %d x dcp %d) give %d per CTA (use a bf16 cache, or "
+                      "a head count up to 32 or one that is not 33..64 or a multiple of 64)",
+                      p->q_heads, p->o.heads, p->o.dcp_world_size, p->hg);
   if (!split || !sched || !comb)
     return cgrt__fail(CGRT_ERROR_INTERNAL,
                       "cgrt_mla_plan_create: no kernel of kernels/mla/kernel_table.h takes %d heads "
@@ -417,7 +435,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
                           : use_counters ? CGRT_MLA_MIN_TILES_COUNTERS : CGRT_MLA_MIN_TILES_WORKSPACE;
   if (split->k->aligned) min_tiles = -min_tiles;
   int qh = p->kh, hg = p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
-  float scale = a->softmax_scale;
+  float scale = a->softmax_scale, kv_scale = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? p->o.kv_scale : 1.f;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
               bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
   const cgrt__driver *drv = rt->drv;
@@ -435,7 +453,8 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   }
 
   void *split_args[] = {&q,  &kv, &bt,    &meta, &out, &lse, &po,    &pl,     &counters, &rows,      &qh,
-                        &hg, &parts, &mbps, &ps,  &bl,  &scale, &sl_arg, &cap,      &min_tiles, &causal, &mk};
+                        &hg, &parts, &mbps, &ps,  &bl,  &scale, &sl_arg, &cap,      &min_tiles, &causal, &mk,
+                        &kv_scale};
   /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
    * them; with programmatic stream serialization (options.programmatic_launch) their CTAs
    * launch while it runs. The schedule kernel is launched plainly: it overwrites the

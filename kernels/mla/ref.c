@@ -28,6 +28,16 @@ static uint16_t f2bf(float f) {
   return (uint16_t)(u >> 16);
 }
 
+/* An FP8 e4m3 value (OCP e4m3fn: bias 7, subnormals, 0x7f / 0xff NaN, no infinities). */
+static float e4m3_to_float(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 15 && m == 7) v = NAN;
+  else if (e == 0) v = ldexpf((float)m, -9);          /* m / 8 x 2^-6 */
+  else v = ldexpf((float)(8 + m), e - 10);            /* (1 + m / 8) x 2^(e - 7) */
+  return (b & 0x80) ? -v : v;
+}
+
 static int part_of(long long t, int T, int P) { return (int)(((t + 1) * (long long)P - 1) / T); }
 
 #define PTR(T, i) ((T *)(uintptr_t)CGRT__REF_PARAM(uint64_t, p, off, i))
@@ -95,17 +105,20 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
 
 /* The split kernels (q, kv, block_table, meta, out, lse, part_o, part_lse, counters,
  * rows, q_heads, group_heads, P, max_blocks_per_seq, page_size, block_len, scale,
- * seq_lens, cap, min_tiles, causal, mk), grid (groups, P): the same outputs whatever the
- * kernel's pipeline. seq_lens non-NULL (rows <= block size): the kernel schedules
+ * seq_lens, cap, min_tiles, causal, mk, kv_scale), grid (groups, P): the same outputs
+ * whatever the kernel's pipeline. fp8 (the rows of kv CGRT__MLA_KV_FP8): kv holds e4m3
+ * bytes, each value e4m3 x kv_scale; the bf16 kernels ignore kv_scale. seq_lens non-NULL (rows <= block size): the kernel schedules
  * itself, as cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles,
  * causal) would, and leaves the same metadata in meta for the combine kernel. mk > 0
  * (cgrt_mla_split_m64_causal): head h of a row sees cgrt__mla_row_len(len, cap,
  * h / (q_heads / mk), mk, 1) of the row's len tokens; a head without tokens in a
  * segment leaves output 0 / LSE -inf (as its partial, or its output when unsplit). */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,
-                       int use_counters, int row1) {
+                       int use_counters, int row1, int fp8) {
   const uint16_t *q = PTR(const uint16_t, 0);
   const uint16_t *kv = PTR(const uint16_t, 1);
+  const uint8_t *kv8 = PTR(const uint8_t, 1);
+  const float kv_scale = CGRT__REF_PARAM(float, p, off, 22);
   const int *bt = PTR(const int, 2);
   const int *meta = PTR(const int, 3);
   uint16_t *out = PTR(uint16_t, 4);
@@ -169,8 +182,9 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         for (int i = 0; i < ntok; i++) {
           const int tok = tok_a + i / 64 * stride + i % 64;
           const long long page = btr[tok / ps];
-          const uint16_t *src = kv + (page * ps + tok % ps) * CGRT_MLA_D;
-          for (int d = 0; d < CGRT_MLA_D; d++) kf[(size_t)i * CGRT_MLA_D + d] = bf2f(src[d]);
+          const long long at = (page * ps + tok % ps) * CGRT_MLA_D;
+          for (int d = 0; d < CGRT_MLA_D; d++)
+            kf[(size_t)i * CGRT_MLA_D + d] = fp8 ? e4m3_to_float(kv8[at + d]) * kv_scale : bf2f(kv[at + d]);
         }
         for (int h = h_begin; h < h_end; h++) {
           const uint16_t *qr = q + ((long long)r * qh + h) * CGRT_MLA_D;
@@ -226,7 +240,12 @@ done:
 }
 
 static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 1, 0);
+  split_core(l, p, off, 1, 0, 0);
+}
+
+/* cgrt_mla_split_t64_fp8: cgrt_mla_split_t64 over an e4m3 cache. */
+static void split_fp8_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  split_core(l, p, off, 1, 0, 1);
 }
 
 /* cgrt_mla_split_t64_row1: steps of one row (rows == 1); CTA (g, p) takes the
@@ -235,7 +254,12 @@ static void split_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
  * exactly the CTAs that have a tile, so the metadata and the combine are the range
  * schedule's. */
 static void split_row1_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
-  split_core(l, p, off, 1, 1);
+  split_core(l, p, off, 1, 1, 0);
+}
+
+/* cgrt_mla_split_t64_row1_fp8: cgrt_mla_split_t64_row1 over an e4m3 cache. */
+static void split_row1_fp8_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  split_core(l, p, off, 1, 1, 1);
 }
 
 /* cgrt_mla_combine(meta, part_o, part_lse, out, lse, rows, q_heads), grid (q_heads, rows, nz) (CTA z merges a 512 / nz column
@@ -263,11 +287,11 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
 
 /* The parameter list of each role (bytes of each parameter, in order). */
 #define PARAMS_OF_CGRT__MLA_SCHEDULE 8, {8, 8, 4, 4, 4, 4, 4, 4}
-#define PARAMS_OF_CGRT__MLA_SPLIT 22, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4, 4}
+#define PARAMS_OF_CGRT__MLA_SPLIT 23, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4, 4, 4}
 #define PARAMS_OF_CGRT__MLA_SPLIT_ONE_ROW PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_SPLIT_CAUSAL_BLOCK PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
-#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, ref) \
+#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv, ref) \
   {#name, PARAMS_OF_##role, ref},
 
 const cgrt__ref_kernel cgrt__ref_table_mla[] = {CGRT__MLA_KERNELS(REF_ENTRY){0}};

@@ -53,7 +53,9 @@ __device__ __forceinline__ void split_m64_wgmma(
     const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,
     const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse, float *__restrict__ part_o,
     float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows, int qh, int hg, int P, int mbps,
-    int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles, int causal, int mk) {
+    int ps, int bl, float scale, const int *__restrict__ seq_lens, int cap, int min_tiles, int causal, int mk,
+    float kv_scale) {
+  (void)kv_scale; // bf16 cache
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;

@@ -25,7 +25,16 @@
 //
 // Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
 // ldmatrix over the same layout with the same accumulator layout.
+//
+// FP8 = 1 (cgrt_mla_split_t64_fp8, cgrt_mla_split_t64_row1_fp8): the cache holds e4m3
+// bytes (value = e4m3 x kv_scale). Each thread reads its 8-byte pieces (half the bytes
+// of the bf16 chunks) of three sub-stages at a time (load_fp8) into registers, widens them to bf16 (exact: every e4m3 value is a
+// bf16 value) and stores them into the same ring slots and swizzle, so the products and
+// the softmax are those of the bf16 kernel; kv_scale is folded into the softmax scale
+// (S = kv_scale q . e) and into the output (O = kv_scale sum p e / l).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
@@ -82,6 +91,23 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
   wg_wait<0>();
 #endif
   fence_regs(s);
+}
+
+// Two e4m3 values (the low byte first) as two bf16 values (the low half first), exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(unsigned short v) {
+  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&hr));
+  const __nv_bfloat162 b = __float22bfloat162_rn(f);
+  return *reinterpret_cast<const uint32_t *>(&b);
+}
+
+// Eight e4m3 values (8 bytes) stored as eight bf16 values (16 bytes) at shared address dst.
+__device__ __forceinline__ void st_e4m3x8_as_bf16(uint32_t dst, uint2 v) {
+  const uint32_t a = e4m3x2_to_bf16x2((unsigned short)(v.x & 0xffffu));
+  const uint32_t b = e4m3x2_to_bf16x2((unsigned short)(v.x >> 16));
+  const uint32_t c = e4m3x2_to_bf16x2((unsigned short)(v.y & 0xffffu));
+  const uint32_t d = e4m3x2_to_bf16x2((unsigned short)(v.y >> 16));
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
 // O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
@@ -251,14 +277,14 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 // CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the combine kernel and the
 // metadata are those of the range schedule. The C reference (kernels/mla/ref.c) takes the
 // same tiles.
-template <int ROW1>
+template <int ROW1, int FP8>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
                                           float *__restrict__ part_o, float *__restrict__ part_lse,
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
-                                          int cap, int min_tiles, int causal, int mk) {
+                                          int cap, int min_tiles, int causal, int mk, float kv_scale) {
   (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
@@ -282,7 +308,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const int nh = h_end - h_begin; // 1..16
-  const float sl2 = scale * 1.4426950408889634f;
+  const float sl2 = (FP8 ? scale * kv_scale : scale) * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
@@ -332,6 +358,41 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       }
       cp_commit();
     };
+    // FP8: sub-stages k0 .. k0 + nk - 1 (nk <= 3; entries p0, p1, p2), in the same slots
+    // and commit groups as load_sub (the groups stay empty: the loads go through
+    // registers). The 12 pieces of 8 bytes of every sub-stage are read first, all in
+    // flight together, then widened to bf16 and stored: one round trip per call.
+    auto load_fp8 = [&](int k0, int nk, const int (&p0)[4], const int (&p1)[4], const int (&p2)[4]) {
+      const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
+      uint2 raw[3][4][3];
+#pragma unroll
+      for (int j = 0; j < 3; j++) {
+        const int k = k0 + j, i = k / 3, c = k - 3 * i;
+        const int(&pg)[4] = j == 0 ? p0 : j == 1 ? p1 : p2;
+        const int tb = tb0 + stride * i + crow;
+#pragma unroll
+        for (int q4 = 0; q4 < 4; q4++) {
+          const int tok = tb + 16 * q4;
+          const bool ok = j < nk && i < n && tok < tend;
+          const unsigned char *src = kv8 + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
+#pragma unroll
+          for (int b = 0; b < 3; b++)
+            raw[j][q4][b] = ok ? __ldg(reinterpret_cast<const uint2 *>(src + b * 64)) : make_uint2(0u, 0u);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 3; j++) {
+        const int k = k0 + j;
+        if (j < nk && k / 3 < n) {
+          const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
+#pragma unroll
+          for (int q4 = 0; q4 < 4; q4++)
+#pragma unroll
+            for (int b = 0; b < 3; b++) st_e4m3x8_as_bf16(dst + q4 * 16 * 128 + b * kCB, raw[j][q4][b]);
+        }
+        if (j < nk) cp_commit();
+      }
+    };
 
     {
       // Q of the head group (rows past nh zero), in the first commit group.
@@ -344,8 +405,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
     // starts with 8 sub-stages in flight.
+    if (FP8) {
+      load_fp8(0, 3, pg0, pg0, pg0);
+      load_fp8(3, 3, pg1, pg1, pg1);
+      load_fp8(6, 2, pga, pga, pga);
+    } else {
 #pragma unroll
-    for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
+      for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
+    }
 
     float o[8][8];
 #pragma unroll
@@ -374,9 +441,13 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       if (it > 0) {
         // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
         // tile it + 2.
-        load_sub(3 * it + kAhead, pga);
-        load_sub(3 * it + kAhead + 1, pgb);
-        load_sub(3 * it + kAhead + 2, pgb);
+        if (FP8) {
+          load_fp8(3 * it + kAhead, 3, pga, pgb, pgb);
+        } else {
+          load_sub(3 * it + kAhead, pga);
+          load_sub(3 * it + kAhead + 1, pgb);
+          load_sub(3 * it + kAhead + 2, pgb);
+        }
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
@@ -455,7 +526,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     for (int h = 0; h < 4; h++) {
       const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
       const float lt = (v.x + v.y) + (v.z + v.w);
-      inv[h] = 1.f / lt;
+      inv[h] = (FP8 ? kv_scale : 1.f) / lt;
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
     // O^T / l into the staging rows [head][dim].
@@ -542,9 +613,16 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
 
 // Up to 16 query heads per CTA: steps of any number of rows.
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_PARAMS) {
-  split_t64<0>(CGRT_WG_ARGS);
+  split_t64<0, 0>(CGRT_WG_ARGS);
 }
 // Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
-  split_t64<1>(CGRT_WG_ARGS);
+  split_t64<1, 0>(CGRT_WG_ARGS);
+}
+// The same over an FP8 e4m3 cache (FP8 above).
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
+  split_t64<0, 1>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_fp8(CGRT_WG_PARAMS) {
+  split_t64<1, 1>(CGRT_WG_ARGS);
 }

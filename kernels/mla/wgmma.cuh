@@ -33,16 +33,17 @@
 // rows' lengths are causal over bl (cgrt__mla_row_len); mk > 0 (the kernels that run a
 // block's rows together, kernels/mla/split_m64_wgmma.cu): each "row" is a request whose
 // qh query rows are mk block rows of qh / mk heads, block row i seeing
-// cgrt__mla_row_len(len, cap, i, mk, 1) tokens; 0 elsewhere.
+// cgrt__mla_row_len(len, cap, i, mk, 1) tokens; 0 elsewhere. kv_scale: the kernels of an
+// FP8 e4m3 cache (kv holds bytes, value = e4m3 x kv_scale); the bf16 kernels ignore it.
 #define CGRT_WG_PARAMS                                                                                     \
   const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,                     \
       const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse,                       \
       float *__restrict__ part_o, float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows,  \
       int qh, int hg, int P, int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,       \
-      int cap, int min_tiles, int causal, int mk
+      int cap, int min_tiles, int causal, int mk, float kv_scale
 #define CGRT_WG_ARGS                                                                                        \
   q, kv, bt, meta, out, lse, part_o, part_lse, counters, rows, qh, hg, P, mbps, ps, bl, scale, seq_lens, cap, \
-      min_tiles, causal, mk
+      min_tiles, causal, mk, kv_scale
 
 namespace cgrt_wg {
 

@@ -128,7 +128,8 @@ class MlaOptions(Structure):
     _fields_ = [("size", c_size_t), ("max_num_seqs", c_int), ("block_len", c_int), ("heads", c_int),
                 ("dcp_world_size", c_int), ("page_size", c_int), ("max_model_len", c_int),
                 ("max_blocks_per_seq", c_int), ("combine", c_int), ("lane", c_int),
-                ("programmatic_launch", c_int), ("causal", c_int)]
+                ("programmatic_launch", c_int), ("causal", c_int), ("kv_dtype", c_int),
+                ("kv_scale", c_float)]
 
 
 class MlaPlanInfo(Structure):

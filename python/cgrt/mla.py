@@ -11,9 +11,10 @@ from ._lib import lib
 from ._options import defaults, enum_value, make_options
 from ._streams import stream_ptr, torch_current_stream
 
-__all__ = ["MlaPlan", "mla_decode", "COMBINE", "mla_defaults", "QK_DIM", "V_DIM"]
+__all__ = ["MlaPlan", "mla_decode", "COMBINE", "KV_DTYPE", "mla_defaults", "QK_DIM", "V_DIM"]
 
 COMBINE = {"workspace": 0, "counters": 1, "auto": 2}
+KV_DTYPE = {"bf16": 0, "fp8_e4m3": 1}  # cgrt_mla_kv_dtype
 QK_DIM, V_DIM = 576, 512
 
 
@@ -26,12 +27,16 @@ class MlaPlan(Handle):
     """cgrt_mla_plan. Keyword options are those of cgrt_mla_options with the C defaults:
     max_num_seqs, heads and max_model_len (required), block_len, dcp_world_size,
     page_size, max_blocks_per_seq, combine ("workspace", "counters", "auto"), lane,
-    programmatic_launch, causal (1: causal verify rows). Create it during warm-up, before the workspace lock."""
+    programmatic_launch, causal (1: causal verify rows), kv_dtype ("bf16" or "fp8_e4m3": an
+    e4m3 cache, passed to decode as uint8 bytes, e.g. torch's float8_e4m3fn cache
+    ``.view(torch.uint8)``) and kv_scale (its per-tensor dequantization scale). Create it
+    during warm-up, before the workspace lock."""
 
     _kind = "mla plan"
 
     def __init__(self, runtime, **options):
-        conv = {"combine": lambda v: enum_value(v, COMBINE, "combine")}
+        conv = {"combine": lambda v: enum_value(v, COMBINE, "combine"),
+                "kv_dtype": lambda v: enum_value(v, KV_DTYPE, "kv_dtype")}
         opts = make_options(_lib.MlaOptions, "cgrt_mla_options_init", options, conv)
         out = c_void_p()
         lib.cgrt_mla_plan_create(runtime.handle, byref(opts), byref(out))
@@ -40,6 +45,7 @@ class MlaPlan(Handle):
         self.options = {f: getattr(opts, f) for f, _ in _lib.MlaOptions._fields_ if f != "size"}
         self.block_len = opts.block_len
         self.page_size = opts.page_size
+        self.kv_fp8 = opts.kv_dtype == KV_DTYPE["fp8_e4m3"]
         self.max_blocks_per_seq = opts.max_blocks_per_seq or -(-opts.max_model_len // opts.page_size)
         info = self.info()
         self.q_heads, self.max_rows = info["q_heads"], info["max_rows"]
@@ -62,7 +68,8 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
                stream=None):
     """Enqueues one MLA decode step (cgrt_mla_decode) after checking every tensor.
 
-    q bf16 [>= num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576];
+    q bf16 [>= num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576] (uint8 e4m3
+    bytes for a plan of kv_dtype "fp8_e4m3");
     block_table int32 [>= num_rows / block_len, max_blocks_per_seq]; seq_lens int32
     [>= num_rows / block_len]; out bf16 [>= num_rows, q_heads, 512]; lse float32
     [>= num_rows, q_heads] (the first num_rows rows are used); all dense, q/kv_cache/out
@@ -91,7 +98,8 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
     reqs = rows // plan.block_len
     h = plan.q_heads
     rt.check_tensor(q, "q", dtype="bfloat16", shape=(None, h, QK_DIM), align=16)
-    tkv = rt.check_tensor(kv_cache, "kv_cache", dtype="bfloat16", shape=(None, plan.page_size, QK_DIM),
+    tkv = rt.check_tensor(kv_cache, "kv_cache", dtype="uint8" if plan.kv_fp8 else "bfloat16",
+                          shape=(None, plan.page_size, QK_DIM),
                           align=16)
     tbt = rt.check_tensor(block_table, "block_table", dtype="int32",
                           shape=(None, plan.max_blocks_per_seq), align=4)

@@ -84,6 +84,38 @@ def test_mla_decode_equals_the_reference(rt):
     assert not f32(out[2]).any() and np.isneginf(lse[2]).all()  # padding row
 
 
+def e4m3(b):
+    """e4m3 bytes -> float64 (bias 7, subnormals; the bytes used here hold no NaN)."""
+    b = b.astype(np.int64)
+    e, m = (b >> 3) & 15, b & 7
+    v = np.where(e == 0, m / 512.0, (1 + m / 8.0) * np.exp2(e - 7.0))
+    return np.where(b & 0x80, -v, v)
+
+
+def test_mla_decode_fp8_cache_equals_the_reference(rt):
+    rng = np.random.default_rng(4)
+    plan = rt.mla_plan(max_num_seqs=3, heads=HEADS, max_model_len=PAGES * PAGE, page_size=PAGE,
+                       kv_dtype="fp8_e4m3", kv_scale=0.5)
+    assert plan.info()["split_kernel"] == "cgrt_mla_split_t64_fp8" and plan.options["kv_scale"] == 0.5
+    q, _, bt = make_inputs(rng, 3)
+    kv8 = aligned((PAGES, PAGE, 576), np.uint8)
+    kv8[...] = (rng.integers(0, 2, kv8.shape) << 7) | rng.integers(0, 64, kv8.shape)
+    sl = aligned((3,), np.int32)
+    sl[:] = [200, 37, 0]
+    out, lse = outputs(3)
+    cgrt.mla_decode(plan, cgrt.reinterpret(q, "bfloat16"), kv8, bt, sl, cgrt.reinterpret(out, "bfloat16"), lse,
+                    SCALE)
+    rt.synchronize()
+    deq = aligned((PAGES, PAGE, 576), np.uint16)
+    deq[...] = bf16(e4m3(kv8) * 0.5)  # exact in bf16
+    ref_out, ref_lse = reference(q, deq, bt, sl)
+    np.testing.assert_allclose(f32(out), ref_out, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(lse[:2], ref_lse[:2], rtol=1e-3, atol=1e-3)
+    assert not f32(out[2]).any() and np.isneginf(lse[2]).all()  # padding row
+    with pytest.raises(ValueError):
+        rt.mla_plan(max_num_seqs=1, heads=HEADS, max_model_len=64, kv_dtype="fp16")
+
+
 def test_graph_set_with_mla_step_replays_what_eager_gives(rt):
     rng = np.random.default_rng(5)
     rows = 4

@@ -39,6 +39,13 @@ float bf2f(uint16_t v) {
   memcpy(&f, &u, 4);
   return f;
 }
+// An e4m3 byte's value (OCP e4m3fn: bias 7, subnormals, 0x7f / 0xff NaN), written
+// apart from kernels/mla/ref.c.
+float e4m3f(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const float v = e == 15 && m == 7 ? NAN : e == 0 ? m / 512.f : std::ldexp(1.f + m / 8.f, e - 7);
+  return b & 0x80 ? -v : v;
+}
 
 struct Case {
   int reqs = 4, block_len = 1, heads = 16, dcp = 1, page_size = 64;
@@ -49,6 +56,8 @@ struct Case {
   int programmatic_launch = 0;  // cgrt_mla_options.programmatic_launch
   int causal = 0;               // cgrt_mla_options.causal (verify rows)
   int num_rows = 0;             // rows of the step (0: reqs x block_len, every request)
+  int fp8 = 0;                  // 1: cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3
+  float kv_scale = 1.f;         // its cgrt_mla_options.kv_scale
 };
 
 // The rows of kernels/mla/kernel_table.h.
@@ -178,23 +187,33 @@ class Harness : public ::testing::Test {
     o.combine = c.combine;
     o.programmatic_launch = c.programmatic_launch;
     o.causal = c.causal;
+    o.kv_dtype = c.fp8 ? CGRT_MLA_KV_FP8_E4M3 : CGRT_MLA_KV_BF16;
+    o.kv_scale = c.kv_scale;
     cgrt_mla_plan *plan = nullptr;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
     check_plan(plan);
 
     // Inputs: random bf16 Q and used KV pages; block table = shuffled pages.
     const long long used = (long long)c.reqs * mbps;
-    std::vector<uint16_t> q((size_t)max_rows * qh * D), kv((size_t)used * c.page_size * D);
+    // FP8: random e4m3 bytes of exponents 0..7 (|value| < 2, zeros and subnormals
+    // included); the reference reads the dequantized values (e4m3 x kv_scale).
+    std::vector<uint16_t> q((size_t)max_rows * qh * D), kv(c.fp8 ? 0 : (size_t)used * c.page_size * D);
+    std::vector<uint8_t> kv8(c.fp8 ? (size_t)used * c.page_size * D : 0);
     for (auto &x : q) x = f2bf(uni(rng));
     for (auto &x : kv) x = f2bf(uni(rng));
+    for (auto &x : kv8) x = (uint8_t)((rng() & 0x80u) | (rng() % 64u));
+    auto kval = [&](size_t i) { return c.fp8 ? e4m3f(kv8[i]) * c.kv_scale : bf2f(kv[i]); };
     std::vector<int> bt(used);
     for (long long i = 0; i < used; i++) bt[i] = (int)(c.page_base + i);
     std::shuffle(bt.begin(), bt.end(), rng);
-    const size_t page_bytes = (size_t)c.page_size * D * 2;
+    const size_t page_bytes = (size_t)c.page_size * D * (c.fp8 ? 1 : 2);
     CUdeviceptr d_kv = alloc((size_t)(c.page_base + used) * page_bytes);
     CUdeviceptr d_q = alloc(q.size() * 2), d_bt = alloc(bt.size() * 4), d_len = alloc(c.reqs * 4);
     CUdeviceptr d_out = alloc((size_t)rows * qh * DV * 2), d_lse = alloc((size_t)rows * qh * 4);
-    upload(d_kv + (size_t)c.page_base * page_bytes, kv.data(), kv.size() * 2);
+    if (c.fp8)
+      upload(d_kv + (size_t)c.page_base * page_bytes, kv8.data(), kv8.size());
+    else
+      upload(d_kv + (size_t)c.page_base * page_bytes, kv.data(), kv.size() * 2);
     upload(d_q, q.data(), q.size() * 2);
     upload(d_bt, bt.data(), bt.size() * 4);
     upload(d_len, c.lens.data(), c.reqs * 4);
@@ -251,21 +270,19 @@ class Harness : public ::testing::Test {
         sc.resize(len);
         float mx = -INFINITY;
         for (int t = 0; t < len; t++) {
-          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
-                                           t % c.page_size) * D;
+          const size_t k = ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size + t % c.page_size) * D;
           float s = 0;
-          for (int i = 0; i < D; i++) s += qf[i] * bf2f(k[i]);
+          for (int i = 0; i < D; i++) s += qf[i] * kval(k + i);
           sc[t] = s * a.softmax_scale;
           mx = std::max(mx, sc[t]);
         }
         double sum = 0;
         std::fill(acc.begin(), acc.end(), 0.f);
         for (int t = 0; t < len; t++) {
-          const uint16_t *k = kv.data() + ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size +
-                                           t % c.page_size) * D;
+          const size_t k = ((size_t)(btr[t / c.page_size] - c.page_base) * c.page_size + t % c.page_size) * D;
           const float w = std::exp(sc[t] - mx);
           sum += w;
-          for (int i = 0; i < DV; i++) acc[i] += w * bf2f(k[i]);
+          for (int i = 0; i < DV; i++) acc[i] += w * kval(k + i);
         }
         for (int i = 0; i < DV; i++) {
           const float ref = (float)(acc[i] / sum), got = bf2f(out[oi + i]);
@@ -304,13 +321,16 @@ class Harness : public ::testing::Test {
   // A KV cache past 2^31 elements (a GPU with > 4 GiB; the caller skips on the
   // emulation): 4 rows of `heads` heads in pages from 60000 on, both strategies;
   // one_row_len > 0 adds a step of one row of that length.
-  void check_kv_past_2to31(int heads, int one_row_len = 0) {
+  void check_kv_past_2to31(int heads, int one_row_len = 0, int fp8 = 0) {
     for (cgrt_mla_combine cb : kBoth) {
       Case c;
       c.reqs = 4;
       c.heads = heads;
-      c.lens = {4000, 1, 0, 2500};
-      c.page_base = 60000;  // 60000 * 64 * 576 > 2^31
+      c.fp8 = fp8;
+      c.kv_scale = fp8 ? 0.75f : 1.f;
+      // FP8: one byte a value, so pages from 120000 on pass 2^31 bytes.
+      c.page_base = fp8 ? 120000 : 60000;
+      c.lens = {4000, 1, 0, 2500};  // bf16: 60000 * 64 * 576 elements > 2^31
       c.combine = cb;
       check(c, "64-bit offsets");
       if (one_row_len > 0) {

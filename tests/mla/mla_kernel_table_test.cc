@@ -44,12 +44,13 @@ TEST(MlaKernelTable, EveryRowHasItsReference) {
     ASSERT_NE(r, nullptr) << "no C reference in kernels/mla/ref.c";
     EXPECT_NE(r->fn, nullptr);
     // The launch's argument lists in plan.c.
-    EXPECT_EQ(r->num_params, is_split(k) ? 22u : k.role == CGRT__MLA_SCHEDULE ? 8u : 7u);
+    EXPECT_EQ(r->num_params, is_split(k) ? 23u : k.role == CGRT__MLA_SCHEDULE ? 8u : 7u);
     EXPECT_GT(k.threads, 0);
     EXPECT_GE(k.smem, 0);
     EXPECT_LE(k.smem, 227 * 1024);
     EXPECT_GE(k.ctas_per_sm, 1);
     EXPECT_NE(k.pages & CGRT__MLA_PAGES, 0);
+    EXPECT_TRUE(k.kv == CGRT__MLA_KV_BF16 || (k.kv == CGRT__MLA_KV_FP8 && is_split(k)));
     if (is_split(k)) {
       EXPECT_TRUE(k.hg_min >= 1 && k.hg_min <= k.hg_max) << k.hg_min << ".." << k.hg_max;
     }
@@ -66,7 +67,7 @@ TEST(MlaKernelTable, SplitRowsCoverTheHeadRule) {
     for (int ps : {16, 32, 64}) {
       int n = 0;
       for (const cgrt__mla_kernel &k : kTable)
-        n += k.role == CGRT__MLA_SPLIT && hg >= k.hg_min && hg <= k.hg_max && (k.pages & cgrt__mla_page_bit(ps));
+        n += k.role == CGRT__MLA_SPLIT && k.kv == CGRT__MLA_KV_BF16 && hg >= k.hg_min && hg <= k.hg_max && (k.pages & cgrt__mla_page_bit(ps));
       EXPECT_GE(n, 1) << hg << " heads per CTA, page size " << ps;
     }
 }
@@ -126,6 +127,8 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
       Case c;
       c.page_size = ps;
       c.heads = is_split(k) ? k.hg_max : 16;
+      c.fp8 = k.kv == CGRT__MLA_KV_FP8;  // the FP8 rows: an e4m3 cache
+      c.kv_scale = c.fp8 ? 0.6f : 1.f;
       if (k.role == CGRT__MLA_SPLIT_CAUSAL_BLOCK) {
         // Causal verify blocks run together: hg_max query rows = 4 block rows x heads.
         c.heads = k.hg_max / 4;
