@@ -140,11 +140,12 @@ typedef struct cgrt_mla_plan_info {
   size_t fixed_split_bytes;  /* what the fixed min(next_pow2(max_model_len / 512),
                               * 2 * SMs) split would reserve, for comparison */
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
-                              * "cgrt_mla_split_t64" (<= 16 heads per CTA) or
+                              * "cgrt_mla_split_t64" (<= 16 heads per CTA; with an FP8
+                              * cache "cgrt_mla_split_t64_fp8") or
                               * "cgrt_mla_split_m64_wgmma" (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
-                               * "cgrt_mla_split_t64_row1" for <= 16 heads per CTA unless
-                               * combine is COUNTERS, else split_kernel */
+                               * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 16
+                               * heads per CTA unless combine is COUNTERS, else split_kernel */
   int counters_min_rows;      /* steps of at least this many rows merge through counters:
                                * 1 for COUNTERS, 0 (never) for WORKSPACE; for AUTO
                                * ceil(splits x heads_per_cta x 2 KiB /
