@@ -11,6 +11,10 @@ int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode) {
   return mode == CGRT_GRAPH_BLOCK ? set->o.block_len : mode == CGRT_GRAPH_VERIFY ? set->o.verify_len : 1;
 }
 
+int gx_is_step_mode(cgrt_graph_mode mode) {
+  return mode == CGRT_GRAPH_DECODE || mode == CGRT_GRAPH_BLOCK || mode == CGRT_GRAPH_VERIFY;
+}
+
 int gx_lut_of(cgrt_graph_mode mode) { return mode == CGRT_GRAPH_VERIFY ? 4 : (int)mode; }
 
 int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode) {
@@ -79,7 +83,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
   set->execs = (gx_exec *)calloc(total ? total : 1, sizeof(gx_exec));
   if (set->execs == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: bucket table");
   size_t n = 0;
-  for (int m = 0; m < 5; m++) {
+  for (int m = 0; m < GX_LUTS; m++) {
     int k = m == 1 ? set->o.block_len : m == 4 ? set->o.verify_len : 1;
     for (size_t i = 0; i < counts[m]; i++) {
       gx_exec *e = &set->execs[n++];
@@ -92,7 +96,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
     }
   }
   set->nexec = n;
-  for (int m = 0; m < 5; m++) {
+  for (int m = 0; m < GX_LUTS; m++) {
     set->lut[m] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
     if (set->lut[m] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
   }
@@ -102,7 +106,7 @@ cgrt_status gx_buckets_build(cgrt_graphs *set) {
 
 /* lut[m][reqs] = 1 + index of the smallest captured bucket of m holding reqs requests. */
 void gx_lut_build(cgrt_graphs *set) {
-  for (int m = 0; m < 5; m++) {
+  for (int m = 0; m < GX_LUTS; m++) {
     uint32_t *lut = set->lut[m];
     if (lut == NULL) continue;
     for (int r = 0; r <= set->o.max_num_seqs; r++) {
@@ -124,7 +128,7 @@ void gx_lut_build(cgrt_graphs *set) {
 
 int cgrt_graphs_bucket_rows(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs) {
   if (gx_enter(set, "cgrt_graphs_bucket_rows") != CGRT_SUCCESS ||
-      (mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY))
+      !gx_is_step_mode(mode))
     return 0;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs) return 0;
   pthread_mutex_lock(&set->mu);

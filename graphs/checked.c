@@ -116,16 +116,24 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
   return CGRT_SUCCESS;
 }
 
-/* 1 when the external range's allocation still has the identity it had (asked of the
- * driver once per checked step). A failed driver call is no verdict: it is kept in
- * set->check_cu (the step then fails with CGRT_ERROR_DRIVER) and the range counts as there. */
-static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, uint64_t key) {
-  if (*seen == 0) {
-    uint64_t id = 0;
-    CUresult r = cgrt__buffer_id(set->drv, base, 0, &id);
-    if (!cgrt__buffer_id_answered(r)) set->check_cu = r;
-    *seen = !cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == key) ? 1 : 2;
+/* 1 when the allocation holding v still has the buffer id `key` (asked of the driver); *r
+ * its answer. A failed driver call is no verdict: it is kept in set->check_cu (the step
+ * then fails with CGRT_ERROR_DRIVER) and counts as the same allocation. */
+static int same_allocation(cgrt_graphs *set, CUdeviceptr v, uint64_t key, CUresult *r) {
+  uint64_t id = 0;
+  *r = cgrt__buffer_id(set->drv, v, 0, &id);
+  if (!cgrt__buffer_id_answered(*r)) {
+    set->check_cu = *r;
+    return 1;
   }
+  return *r == CUDA_SUCCESS && id == key;
+}
+
+/* 1 when the external range's allocation still has the identity it had (asked of the
+ * driver once per checked step; see same_allocation). */
+static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, uint64_t key) {
+  CUresult r;
+  if (*seen == 0) *seen = same_allocation(set, base, key, &r) ? 1 : 2;
   return *seen == 1;
 }
 
@@ -134,10 +142,8 @@ static int still_there(cgrt_graphs *set, unsigned char *seen, CUdeviceptr base, 
 static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, const char **reason) {
   if (kind == GX_PTR_NONE || kind == GX_PTR_BUFFER || gx_set_owned(set, v)) return 0;
   if (kind == GX_PTR_FOREIGN) { /* device memory cgrt does not manage: the driver's id */
-    uint64_t id = 0;
-    CUresult r = cgrt__buffer_id(set->drv, v, 0, &id);
-    if (!cgrt__buffer_id_answered(r)) set->check_cu = r; /* no verdict: the step fails with DRIVER */
-    if (!cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == key)) return 0;
+    CUresult r;
+    if (same_allocation(set, v, key, &r)) return 0;
     *reason = r == CUDA_SUCCESS ? "its allocation was freed and the address reused by another allocation"
                                 : "its allocation was freed";
     return 1;
@@ -166,12 +172,8 @@ static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, co
   }
   if (kind == GX_PTR_UNKNOWN) {
     int b = gx_find_buffer(set, set->current, v); /* a buffer moved onto it since */
-    if (b >= 0 && set->cur_key[b] != 0) {
-      uint64_t id = 0;
-      CUresult r = cgrt__buffer_id(set->drv, set->current[b], 0, &id);
-      if (!cgrt__buffer_id_answered(r)) set->check_cu = r; /* no verdict: the step fails with DRIVER */
-      if (!cgrt__buffer_id_answered(r) || (r == CUDA_SUCCESS && id == set->cur_key[b])) return 0;
-    }
+    CUresult r;
+    if (b >= 0 && set->cur_key[b] != 0 && same_allocation(set, set->current[b], set->cur_key[b], &r)) return 0;
   }
   *reason = kind == GX_PTR_KNOWN ? "its allocation was freed" : "it lies inside no known live allocation";
   return 1;

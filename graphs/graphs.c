@@ -294,7 +294,7 @@ static void graphs_free(cgrt_graphs *set) {
   free(set->move_log);
   free(set->rt_ranges);
   free(set->execs);
-  for (int m = 0; m < 5; m++) free(set->lut[m]);
+  for (int m = 0; m < GX_LUTS; m++) free(set->lut[m]);
   free((void *)set->o.capture_sizes);
   pthread_mutex_destroy(&set->mu);
   cgrt__handle_free(set);
@@ -367,7 +367,7 @@ cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
 cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_recapture");
   if (st != CGRT_SUCCESS) return st;
-  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY) || rows < 1)
+  if (!gx_is_step_mode(mode) || rows < 1)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_recapture: mode %d, rows %d (rows must be >= 1)",
                       (int)mode, rows);
   pthread_mutex_lock(&set->mu);

@@ -46,6 +46,9 @@ enum {
  * site offsets are 16 bits. The driver's limit is 32764 bytes. */
 #define GX_MAX_PARAM_BYTES 65535u
 
+/* Dispatch tables of a set: decode, block, draft, WHILE draft, verify (gx_lut_of). */
+#define GX_LUTS 5
+
 /* A place in an executable graph that points into a registered buffer: an 8-byte word of
  * a kernel node's packed parameters (a pointer parameter, or 8 bytes of a struct) or a
  * memcpy/memset operand. */
@@ -165,7 +168,7 @@ struct cgrt_graphs {
 
   gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */
   size_t nexec;
-  uint32_t *lut[5]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 0 = decode, 1 = block,
+  uint32_t *lut[GX_LUTS]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 0 = decode, 1 = block,
                        2 = draft, 3 = WHILE, 4 = verify (gx_lut_of) */
 
   CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
@@ -221,6 +224,8 @@ cgrt_status gx_buckets_build(cgrt_graphs *set);
 void gx_lut_build(cgrt_graphs *set);
 int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
 /* The dispatch table (set->lut index) of a step mode. */
+/* 1 for the modes a step can take: decode, block, verify. */
+int gx_is_step_mode(cgrt_graph_mode mode);
 int gx_lut_of(cgrt_graph_mode mode);
 /* 1 when the set captures buckets of this step mode. */
 int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode);

@@ -264,7 +264,7 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
                              const cgrt_binding *bindings, size_t num_bindings) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_step");
   if (st != CGRT_SUCCESS) return st;
-  if ((mode != CGRT_GRAPH_DECODE && mode != CGRT_GRAPH_BLOCK && mode != CGRT_GRAPH_VERIFY) || num_reqs < 1 ||
+  if (!gx_is_step_mode(mode) || num_reqs < 1 ||
       num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_graphs_step: mode %d, num_reqs %d (max_num_seqs %d), %zu bindings",
