@@ -5,7 +5,8 @@
 # and its plots (bench/dcp_decode/plot.py, needs matplotlib). Binaries of
 #   bazel build --config=gpu //tests/dcp:all //bench/dcp_decode:dcp_decode_bench
 # copied to $B (default .gpu_dcp). Logs and the JSON land in $OUT (default /tmp/dcp_h200x2);
-# a summary goes to stdout. NCCL: $B/libnccl.so.2 when carried with the binaries, else the
+# a summary goes to stdout. Each part has its own limit (tests 60 s each, memcheck 150 s,
+# benchmark 240 s) so that the whole call fits one 10-minute command even if a part hangs. NCCL: $B/libnccl.so.2 when carried with the binaries, else the
 # NVIDIA NCCL pip package of python3 (either added to LD_LIBRARY_PATH here), else
 # libnccl.so.2 on the loader's path or in the usual places; $NCCL_LIB (a path) is passed
 # to the benchmark's --nccl.
@@ -27,13 +28,13 @@ NCCL_ARG=()
 [ -n "${NCCL_LIB:-}" ] && NCCL_ARG=(--nccl "$NCCL_LIB")
 echo "nccl: pip lib dir '${NCCL_DIR:-none}', NCCL_LIB '${NCCL_LIB:-unset}'"
 for t in nccl_test nccl_abi_test dcp_kernels_test dcp_test dcp_graphs_test dcp_fault_test; do
-  timeout 300 "$B/$t" > "$O/$t.log" 2>&1
+  timeout 60 "$B/$t" > "$O/$t.log" 2>&1
   echo "$t rc=$? $(grep -h '^\[  PASSED\|^\[  FAILED\|^\[  SKIPPED' "$O/$t.log" | tr '\n' ' ')"
 done
-timeout 400 compute-sanitizer --tool memcheck "$B/dcp_test" \
+timeout 150 compute-sanitizer --tool memcheck "$B/dcp_test" \
   --gtest_filter='Dcp.MatchesSingleRank*:Dcp.ReduceScatter*' > "$O/memcheck.log" 2>&1
 echo "memcheck rc=$? $(grep -h 'ERROR SUMMARY' "$O/memcheck.log") $(grep -h '^\[  PASSED\|^\[  FAILED' "$O/memcheck.log" | tr '\n' ' ')"
-timeout 500 "$B/dcp_decode_bench" --world 2 "${NCCL_ARG[@]}" --out "$O/dcp_decode_h200x2.json" \
+timeout 240 "$B/dcp_decode_bench" --world 2 "${NCCL_ARG[@]}" --out "$O/dcp_decode_h200x2.json" \
   > "$O/bench.json.stdout" 2> "$O/bench.log"
 echo "bench rc=$?"
 cat "$O/bench.log"
