@@ -1,7 +1,10 @@
-// DCP decode benchmark (cgrt/cgrt_dcp.h): per shape (batch, heads per GPU, context), the
-// time of one decode step on 1 GPU (cgrt_mla_decode over the whole context) and on a
-// DCP group of --world GPUs (cgrt_dcp_step: query all-gather, MLA over each rank's
-// token-interleaved shard of context / world tokens for world x heads query heads, merge),
+// DCP decode benchmark (cgrt/cgrt_dcp.h): per shape (batch, heads, context), the time of
+// one decode step on 1 GPU (cgrt_mla_decode of all `heads` query heads over the whole
+// context) and on a DCP group of --world GPUs that computes the same step: each rank owns
+// heads / world query heads (as under tensor parallelism), and cgrt_dcp_step all-gathers
+// them, runs MLA for all `heads` over the rank's token-interleaved shard of
+// context / world tokens, and merges, so that each rank ends with its heads / world heads
+// over the whole context;
 // eager and as a replayed CUDA graph, for each merge (all-to-all, reduce-scatter); the
 // share of the step that is not attention (collectives, packing, merge:
 // 1 - MLA-on-the-shard time / step time), the speedup (1-GPU time / group time) and the
@@ -220,6 +223,11 @@ int main(int argc, char **argv) {
   int nccl_version = 0;
   for (const auto &sh : shapes) {
     const int B = sh[0], H = sh[1], ctx = sh[2];
+    if (H % world != 0) {
+      fprintf(stderr, "shape (%d,%d,%d): heads must be a multiple of --world %d\n", B, H, ctx, world);
+      return 2;
+    }
+    const int L = H / world;  // query heads each rank owns; the group gathers all H
     // 1 GPU: H heads over the whole context.
     float one_gpu_graph, one_gpu_eager;
     {
@@ -256,7 +264,7 @@ int main(int argc, char **argv) {
         th.emplace_back([&, r] {
           cgrt_runtime *rt = rts[r];
           Inputs in;
-          in.make(rt, B, cgrt_dcp_local_len(ctx, r, world, 1), H, H, page);
+          in.make(rt, B, cgrt_dcp_local_len(ctx, r, world, 1), L, L, page);
           cgrt_dcp_options o;
           cgrt_dcp_options_init(&o);
           o.world_size = world;
@@ -265,7 +273,7 @@ int main(int argc, char **argv) {
           o.merge = merge;
           o.nccl_library = nccl_lib.empty() ? nullptr : nccl_lib.c_str();
           o.mla.max_num_seqs = B;
-          o.mla.heads = H;
+          o.mla.heads = L;
           o.mla.max_model_len = local;
           o.mla.max_blocks_per_seq = (local + page - 1) / page;
           cgrt_dcp_group *g = nullptr;
@@ -301,12 +309,12 @@ int main(int argc, char **argv) {
           bar.wait();
           t[r].graph = time_us(rt, s, reps, inner, [&] { CU(rt, rt->drv->cuGraphLaunch(e, s)); });
           OK(cgrt_dcp_wait(g, s));
-          // The attention alone on this shard (the group's plan, world x heads heads): the
+          // The attention alone on this shard (the group's plan, all H = world x L heads): the
           // rest of the step is the collectives, packing and merge.
           {
             Inputs qa;
-            qa.make(rt, B, 64, world * H, world * H, page);
-            cgrt_mla_args m = in.mla(B);  // the shard, with world x heads queries
+            qa.make(rt, B, 64, H, H, page);
+            cgrt_mla_args m = in.mla(B);  // the shard, with all H queries
             m.q = qa.q;
             m.out = qa.out;
             m.lse = qa.lse;
@@ -331,11 +339,12 @@ int main(int argc, char **argv) {
       const double share = std::max(0.0, 1.0 - (double)worst.mla / worst.graph);
       char row[1024];
       snprintf(row, sizeof row,
-               "    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"world\": %d, \"merge\": \"%s\", "
+               "    {\"batch\": %d, \"heads\": %d, \"heads_per_rank\": %d, \"context\": %d, \"world\": %d, "
+               "\"merge\": \"%s\", "
                "\"us_1gpu_eager\": %.2f, \"us_1gpu_graph\": %.2f, \"us_step_eager\": %.2f, \"us_step_graph\": %.2f, "
                "\"us_mla_shard_graph\": %.2f, \"us_not_attention\": %.2f, \"not_attention_share\": %.4f, "
                "\"speedup\": %.4f, \"efficiency\": %.4f}",
-               B, H, ctx, world, merge == CGRT_DCP_MERGE_ALL_TO_ALL ? "all_to_all" : "reduce_scatter",
+               B, H, L, ctx, world, merge == CGRT_DCP_MERGE_ALL_TO_ALL ? "all_to_all" : "reduce_scatter",
                one_gpu_eager, one_gpu_graph, worst.eager, worst.graph, worst.mla,
                std::max(0.f, worst.graph - worst.mla), share, speedup, eff);
       if (!rows_json.empty()) rows_json += ",\n";

@@ -315,10 +315,13 @@ class Harness : public ::testing::Test {
 
   // Sets up rank r of batch b: its runtime, shard and queries (all heads when the host
   // gathers them), and its group (every rank must call this concurrently).
+  // timeout_ms < 0: 20 s on the emulation; 180 s on GPUs, where NCCL's communicator set-up
+  // under compute-sanitizer takes longer than 20 s.
   void setup(Rank &k, const Batch &b, int r, const cgrt_dcp_id &id, int fault = 0, bool host_gathers = false,
-             int timeout_ms = 20000) {
+             int timeout_ms = -1) {
     cgrt_runtime *rt = runtime(r, fault);
     ASSERT_NE(rt, nullptr);
+    if (timeout_ms < 0) timeout_ms = cgrt_test::is_emulated(rt) ? 20000 : 180000;
     const Paged p = shard(b, r);
     k.t.rt = rt;
     k.t.load(p, rank_q(b, r, host_gathers), b.rows(), b.heads);
