@@ -235,7 +235,8 @@ def _breakdown(gs, wall):
     return {"seconds_wall": wall, "buckets": len(b), "capture_seconds_sum": cap,
             "device_patch_buckets": sum(x["device_patch"] for x in b),
             "graph_memory_bytes": {"pool_growth": pool, "memory_nodes": mem, "cgrt_tables": tables,
-                                   "total": pool + mem + tables},
+                                   "total": pool + mem + tables,
+                                   "patch_node_param_bytes": sum(x["patch_param_bytes"] for x in b)},
             "index_instantiate_upload_seconds_sum": back,
             "rest_seconds": wall - cap - back,
             "note": "capture_seconds_sum: stream capture of the Python step, per bucket, summed; "
@@ -286,6 +287,7 @@ def capture_bench(be, eng, stream, bt_static):
         pg = growth.get(b["rows"])
         per_bucket.append({"rows": b["rows"], "pool_growth_bytes": pg, "memory_node_bytes": b["memory_bytes"],
                            "cgrt_table_bytes": b["table_bytes"], "cgrt_pinned_host_bytes": b["pinned_bytes"],
+                           "patch_node_param_bytes": b["patch_param_bytes"],
                            "total_device_bytes": None if pg is None else pg + b["memory_bytes"] + b["table_bytes"],
                            "nodes": b["nodes"], "patch_sites": b["patch_sites"]})
     pool_total = None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0
@@ -298,13 +300,16 @@ def capture_bench(be, eng, stream, bt_static):
         "pool_bytes": pool_total, "pool_growth_sum_bytes": sum(b["pool_growth_bytes"] or 0 for b in per_bucket),
         "memory_node_bytes": memnodes, "cgrt_table_bytes": tables,
         "cgrt_pinned_host_bytes": sum(b["cgrt_pinned_host_bytes"] for b in per_bucket),
+        "patch_node_param_bytes": sum(b["patch_node_param_bytes"] for b in per_bucket),
         "graph_memory_total_bytes": cgrt_total,
         "driver_delta_bytes_total": None if f0 is None else f0 - f1,
         "driver_side_bytes": None if f0 is None else (f0 - f1) - (r1 - r0),
         "memory_note": "per bucket: the growth of the set's private torch pool while that bucket's step "
                        "ran under capture (torch.cuda.memory_reserved before and after, on the capturing "
                        "thread: only the pool can grow then), plus its graph memory nodes (driver count) "
-                       "and cgrt's device patch table (bytes allocated). pool_bytes: the pool's segments "
+                       "and cgrt's device patch table (bytes allocated: 0 when the table is in the patch "
+                       "node's kernel parameters, patch_node_param_bytes, which the driver keeps with the "
+                       "executable like every node's parameters, on both sides). pool_bytes: the pool's segments "
                        "(torch.cuda.memory_snapshot) after the capture, minus before. graph_memory_total: "
                        "pool + memory nodes + cgrt tables. driver_side_bytes: free device memory lost "
                        "across the capture minus torch's reserved growth: executable graphs' driver "
