@@ -281,8 +281,9 @@ cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e) {
   /* Plain stores: cuGraphLaunch orders them before the GPU reads the slot. */
   *(volatile unsigned *)(void *)slot = n;
   if (n > 0) {
-    /* The patch node reads its slot only when this is at least its launch number + 1. */
-    ((cgrt__dpatch_ring *)(void *)e->ring)->last_moved = (uint32_t)(e->launches + 1);
+    /* After the slot, before the launch, one 8-byte store: the patch node reads its slot
+     * only when a launch at or after its own has moves (kernels/graph_patch.h). */
+    ((cgrt__dpatch_ring *)(void *)e->ring)->moved = ((unsigned long long)n << 32) | (uint32_t)(e->launches + 1);
     set->st.device_patches++;
   }
   return CGRT_SUCCESS;

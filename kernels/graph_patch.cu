@@ -3,7 +3,7 @@
 // The patch kernel runs as the first node of a graph whose other kernel nodes that point
 // into registered buffers are device-updatable (CUDA 12.4+). Each launch reads the
 // mailbox header (kernels/graph_patch.h): its launch number q (`consumed`) and whether
-// launch q or a later one has moves (`last_moved`), in one 8-byte read over the bus. Only
+// launch q or a later one has moves (`moved`), in one 16-byte read over the bus. Only
 // then does it read slot q % slots (the groups that moved since the previous launch,
 // written by the host into pinned memory before cuGraphLaunch, no driver call), tell the
 // host the slot is free again, and write value + delta into every site of those groups
@@ -28,12 +28,16 @@ static __device__ __forceinline__ void patch(const cgrt__dpatch_site *sites, con
   volatile unsigned *consumed = reinterpret_cast<volatile unsigned *>(ring);
   const unsigned slot_bytes = CGRT__DPATCH_SLOT_BYTES(cap);
   if (threadIdx.x == 0) {
-    // One read over the bus for the common case: {consumed = q, last_moved}.
-    const unsigned long long h = *reinterpret_cast<const volatile unsigned long long *>(ring);
-    const unsigned q = static_cast<unsigned>(h), last = static_cast<unsigned>(h >> 32);
+    // One read over the bus for the common case: {consumed = q, pad, moved}.
+    unsigned long long hx, hy;  // one 16-byte volatile load
+    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(hx), "=l"(hy) : "l"(ring) : "memory");
+    const ulonglong2 h = make_ulonglong2(hx, hy);
+    const unsigned q = static_cast<unsigned>(h.x), last = static_cast<unsigned>(h.y);
     s_q = q;
     unsigned n = 0;
-    if (last - q - 1u < slots) {  // launch q or a queued later one has moves: read the slot
+    if (last == q + 1u) {  // launch q is the latest with moves: its count is in the header
+      n = static_cast<unsigned>(h.y >> 32);
+    } else if (last - q - 1u < slots) {  // a queued later launch has moves too: read the count
       const unsigned char *slot = ring + CGRT__DPATCH_HEADER + (unsigned long long)(q % slots) * slot_bytes;
       n = *reinterpret_cast<const volatile unsigned *>(slot);
     }

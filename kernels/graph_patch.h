@@ -66,11 +66,15 @@ CGRT__DPATCH_PARAM_CLASSES(CGRT__DPATCH_PARAMS_STRUCT)
  *
  * Launch q reads slot q % slots, which the host wrote before cuGraphLaunch: the groups
  * that moved since the previous launch. The host never overwrites a slot that a pending
- * launch has yet to read (it waits for `consumed`). `last_moved` is k + 1 for the latest
- * launch k whose slot the host filled with moves (0: none yet), written before that
- * launch: the patch node reads consumed and last_moved in one 8-byte read over the bus and
- * reads its slot only when last_moved - q - 1 < slots (unsigned), i.e. when launch q or a
- * later one queued behind it has moves; in the common case (nothing moved), one read.
+ * launch has yet to read (it waits for `consumed`). `moved` describes the latest launch k
+ * whose slot the host filled with moves: (n << 32) | (k + 1), n its number of entries (0:
+ * none yet), one 8-byte store after the slot and before that launch. The patch node reads
+ * the header's first 16 bytes in one read over the bus; with L = (unsigned)moved:
+ *   - L - q - 1 >= slots (unsigned): neither launch q nor a later one queued behind it has
+ *     moves; nothing more to read (the common case: one read);
+ *   - L == q + 1: launch q is the latest with moves: its count is moved >> 32, and only its
+ *     entries are read from the slot (two dependent reads in all);
+ *   - else a later launch has moves too: the slot's count is read, then its entries.
  * Groups are the registered buffers (id) and, last, num_reqs of the metadata kernels; the
  * sites of group g are sites[group_start[g] .. group_start[g + 1]). */
 #define CGRT__DPATCH_MIN_SLOTS 32
@@ -80,7 +84,8 @@ CGRT__DPATCH_PARAM_CLASSES(CGRT__DPATCH_PARAMS_STRUCT)
 
 typedef struct cgrt__dpatch_ring {
   volatile unsigned int consumed;   /* written by the GPU: launches that have read their slot */
-  volatile unsigned int last_moved; /* written by the host (see above) */
+  unsigned int pad;
+  volatile unsigned long long moved; /* written by the host, one 8-byte store (see above) */
   unsigned int cap;                 /* entries per slot (= groups of the bucket) */
   unsigned int stride;              /* bytes per slot */
   unsigned int slots;

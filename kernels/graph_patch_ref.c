@@ -17,11 +17,16 @@ extern int cgrt__emu_graph_kernel_node_set_param(uint64_t node, size_t offset, c
 static void patch(const unsigned char *sites, const unsigned char *start, unsigned char *ring, unsigned cap,
                   unsigned slots) {
   cgrt__dpatch_ring *hdr = (cgrt__dpatch_ring *)(void *)ring;
-  const unsigned q = hdr->consumed, last = hdr->last_moved; /* one read on the GPU */
+  const unsigned q = hdr->consumed; /* one read on the GPU */
+  const unsigned long long moved = hdr->moved;
+  const unsigned last = (unsigned)moved;
   unsigned n = 0;
   const unsigned char *slot =
       ring + CGRT__DPATCH_HEADER + (size_t)(q % slots) * CGRT__DPATCH_SLOT_BYTES(cap);
-  if (last - q - 1u < slots) memcpy(&n, slot, sizeof n); /* launch q or a later one has moves */
+  if (last == q + 1u)
+    n = (unsigned)(moved >> 32); /* launch q is the latest with moves */
+  else if (last - q - 1u < slots)
+    memcpy(&n, slot, sizeof n); /* a later launch has moves too: the slot's count */
   if (n > cap) n = cap;
   for (unsigned j = 0; j < n; j++) {
     unsigned long long value;

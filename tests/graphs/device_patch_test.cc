@@ -241,6 +241,27 @@ TEST_F(GraphsTest, DevicePatchTableInParametersOrDeviceMemory) {
       for (int j = 0; j < Chain::kN; j++)
         ASSERT_EQ(got[j], vin[j] * (float)nodes + 1.0f) << "round " << round << " i " << j;
     }
+    // Steps queued back to back, each moving both buffers (on a GPU the later launches'
+    // moves are in the mailbox before the earlier launches run): the last step of each
+    // side leaves its result.
+    std::vector<float> va(Chain::kN), vb(Chain::kN);
+    for (int j = 0; j < Chain::kN; j++) {
+      va[j] = (float)j;
+      vb[j] = (float)(2 * j + 1);
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    eng.put(a[0], va);
+    eng.put(b[0], vb);
+    for (int k = 0; k < 8; k++) {
+      cgrt_binding bind[2] = {{0, k % 2 ? b[0] : a[0], 0}, {1, k % 2 ? b[1] : a[1], 0}};
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1 + k % 4, bind, 2));
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+    std::vector<float> ga = eng.get<float>(a[1], Chain::kN), gb = eng.get<float>(b[1], Chain::kN);
+    for (int j = 0; j < Chain::kN; j++) {
+      ASSERT_EQ(ga[j], va[j] * (float)nodes + 1.0f) << "queued, side a, i " << j;
+      ASSERT_EQ(gb[j], vb[j] * (float)nodes + 1.0f) << "queued, side b, i " << j;
+    }
     cgrt_graphs_destroy(set);
     set = nullptr;
   }
