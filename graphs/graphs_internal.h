@@ -342,8 +342,9 @@ cgrt_status gx_dpatch_launch(cgrt_graphs *set, CUstream s);
  * error, when the graph has no patch node or the driver refuses the attribute on the
  * first node. */
 cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e);
-/* After instantiate + upload: the site table to the device, the mailbox, and the patch
- * node's parameters. */
+/* After instantiate + upload: the mailbox, and the patch node: the kernel of the smallest
+ * parameter class that holds the site table, with the table in its parameters, or (too
+ * large, or refused by the driver) the table in device memory and the pointer kernel. */
 cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e);
 /* Right before cuGraphLaunch: writes this launch's slot of the mailbox (the groups moved
  * since the last successful launch; possibly none). No driver call unless the ring is

@@ -62,7 +62,8 @@ measurements between buckets excluded; and again with one warm-up for the set. G
 memory per bucket, cgrt: the growth of the set's private pool while that bucket's step
 ran under capture (GraphSet.account_pool / pool_log: torch.cuda.memory_reserved around
 it, on the capturing thread, where only the pool can grow), plus its graph memory nodes
-(driver count) and cgrt's device patch table (bytes allocated); torch: its pool's growth
+(driver count) and cgrt's device patch table (bytes cgrt allocates: 0 when the table is in the
+patch node's kernel parameters, reported apart as patch_node_param_bytes); torch: its pool's growth
 per bucket (memory_snapshot segments of the pool). Totals: the pools' segments from
 torch.cuda.memory_snapshot(). Workspace: cgrt's MLA plan info against the fixed-split
 formula.
