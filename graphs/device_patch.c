@@ -4,12 +4,15 @@
  * graph starts with a patch node (kernels/graph_patch.cu) and every kernel node that
  * points into a registered buffer (and every metadata node, for num_reqs) is made
  * device-updatable (CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, CUDA 12.4+) before
- * instantiation. The sites of those nodes go to device memory once, grouped by buffer.
- * Before each launch the host writes the groups that moved since the bucket's previous
- * launch (buffer id and new address; num_reqs) into that launch's slot of a mailbox in
- * pinned memory: no driver call at all. The patch node reads its slot over the bus and
- * rewrites the nodes' parameters on the device before they launch. Memcpy/memset nodes
- * and nodes in WHILE bodies keep host patching. */
+ * instantiation. The sites of those nodes, grouped by buffer, are written once into the
+ * patch node's kernel parameters (the smallest size class that holds them; device memory
+ * only for a table past the largest class). Before each launch the host writes the
+ * groups that moved since the bucket's previous launch (buffer id and new address;
+ * num_reqs) into that launch's slot of a mailbox in pinned memory: no driver call at all.
+ * The patch node finds its launch number in the mailbox too (kernels/graph_patch.h),
+ * reads its slot over the bus when something moved, and rewrites the nodes' parameters
+ * on the device before they launch. So a bucket's device patching allocates no device
+ * memory of its own. Memcpy/memset nodes and nodes in WHILE bodies keep host patching. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -23,7 +26,7 @@
 cgrt_status gx_dpatch_launch(cgrt_graphs *set, CUstream s) {
   CUdeviceptr none = 0;
   unsigned cap = 0, slots = 0;
-  void *args[6] = {&none, &none, &none, &none, &cap, &slots}; /* a no-op until gx_dpatch_finish */
+  void *args[5] = {&none, &none, &none, &cap, &slots}; /* a no-op until gx_dpatch_finish */
   return CGRT__CU(set->drv, cuLaunchKernel, (set->f_patch, 1, 1, 1, 256, 1, 1, 0, s, args, NULL),
                   CGRT_ERROR_DRIVER, "graph set: launching the patch kernel");
 }
@@ -83,6 +86,22 @@ cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e) {
   return CGRT_SUCCESS;
 }
 
+static const size_t class_bytes[GX_DPATCH_CLASSES] = {
+#define GX_DPATCH_CLASS_BYTES(name, bytes) bytes,
+    CGRT__DPATCH_PARAM_CLASSES(GX_DPATCH_CLASS_BYTES)
+#undef GX_DPATCH_CLASS_BYTES
+};
+
+/* Sets the patch node's parameters in the executable: the table in the parameters of
+ * the class kernel f (params: the packed struct), or the pointer kernel's. */
+static CUresult set_patch_node(cgrt_graphs *set, gx_exec *e, CUfunction f, void **args) {
+  CUDA_KERNEL_NODE_PARAMS p = e->knodes[e->patch_k].p;
+  p.func = f;
+  p.kernelParams = args;
+  p.extra = NULL;
+  return set->drv->cuGraphExecKernelNodeSetParams(e->exec, e->knodes[e->patch_k].node, &p);
+}
+
 cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
   if (!e->dpatch) return CGRT_SUCCESS;
   const cgrt__driver *drv = set->drv;
@@ -92,22 +111,34 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
     if (e->sites[i].kind == GX_SITE_KPARAM && e->knodes[e->sites[i].node].devnode != 0) n++;
   for (size_t i = 0; i < e->nmeta; i++)
     if (e->knodes[e->meta_k[i]].devnode != 0) n++;
-  /* Device memory: sites, group starts, the launch counter. */
-  const size_t site_bytes = (n ? n : 1) * sizeof(cgrt__dpatch_site);
-  const size_t start_bytes = ((ngroups + 1) * sizeof(uint32_t) + 15) & ~(size_t)15;
+  /* The table: group starts, then (8-aligned) the sites. */
+  const size_t start_bytes = ((ngroups + 1) * sizeof(uint32_t) + 7) & ~(size_t)7;
+  const size_t site_bytes = n * sizeof(cgrt__dpatch_site);
+  const size_t table = start_bytes + site_bytes;
   /* About 64 KB of slots: a bucket can have that many launches queued before a step
    * waits for the GPU to read the oldest. */
   uint32_t nslots = CGRT__DPATCH_MIN_SLOTS;
   while (nslots < CGRT__DPATCH_MAX_SLOTS && (size_t)nslots * 2 * CGRT__DPATCH_SLOT_BYTES(ngroups) <= 65536) nslots *= 2;
   const size_t ring_bytes = CGRT__DPATCH_HEADER + (size_t)nslots * CGRT__DPATCH_SLOT_BYTES(ngroups);
-  cgrt__dpatch_site *sites = (cgrt__dpatch_site *)calloc(n ? n : 1, sizeof(cgrt__dpatch_site));
-  uint32_t *start = (uint32_t *)calloc(ngroups + 1, sizeof(uint32_t));
+  /* The smallest parameter class that holds the table (kernels/graph_patch.h). */
+  size_t cls = GX_DPATCH_CLASSES;
+  for (size_t c = 0; c < GX_DPATCH_CLASSES; c++)
+    if (set->f_patch_cls[c] != NULL && CGRT__DPATCH_PARAMS_HEAD + table <= class_bytes[c]) {
+      cls = c;
+      break;
+    }
+  /* One buffer: the class's parameter struct (header, then the table), or the table alone. */
+  const size_t buf_bytes = cls < GX_DPATCH_CLASSES ? class_bytes[cls] : table;
+  unsigned char *buf = (unsigned char *)calloc(1, buf_bytes ? buf_bytes : 1);
   e->dgroup_n = (uint32_t *)calloc(ngroups, sizeof(uint32_t));
   cgrt_status st = CGRT_SUCCESS;
-  if (!sites || !start || !e->dgroup_n) {
+  if (!buf || !e->dgroup_n) {
     st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: device patch table");
     goto out;
   }
+  unsigned char *tab = cls < GX_DPATCH_CLASSES ? buf + CGRT__DPATCH_PARAMS_HEAD : buf;
+  uint32_t *start = (uint32_t *)(void *)tab;
+  cgrt__dpatch_site *sites = (cgrt__dpatch_site *)(void *)(tab + start_bytes);
   /* e->sites is grouped by buffer already (site_start); keep that order. */
   n = 0;
   for (size_t b = 0; b < set->nbuf; b++) {
@@ -138,43 +169,53 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
   e->dgroup_n[set->nbuf] = (uint32_t)n - start[set->nbuf];
   start[ngroups] = (uint32_t)n;
   e->dcap = (uint32_t)ngroups;
-  st = CGRT__CU(drv, cuMemAlloc, (&e->dmem, site_bytes + start_bytes + 16), CGRT_ERROR_DRIVER,
-                "graph set: device patch table");
-  if (st == CGRT_SUCCESS)
-    st = CGRT__CU(drv, cuMemAllocHost, ((void **)&e->ring, ring_bytes), CGRT_ERROR_DRIVER,
-                  "graph set: device patch mailbox (pinned)");
+  st = CGRT__CU(drv, cuMemAllocHost, ((void **)&e->ring, ring_bytes), CGRT_ERROR_DRIVER,
+                "graph set: device patch mailbox (pinned)");
   if (st != CGRT_SUCCESS) goto out;
-  e->table_bytes = site_bytes + start_bytes + 16;
   e->pinned_bytes = ring_bytes;
-  memset(e->ring, 0, ring_bytes);
+  memset(e->ring, 0, ring_bytes); /* consumed = 0: the next launch is launch 0 */
   ((cgrt__dpatch_ring *)(void *)e->ring)->cap = e->dcap;
   ((cgrt__dpatch_ring *)(void *)e->ring)->stride = CGRT__DPATCH_SLOT_BYTES(ngroups);
   ((cgrt__dpatch_ring *)(void *)e->ring)->slots = nslots;
   e->dslots = nslots;
   e->launches = 0;
-  CUdeviceptr dsites = e->dmem, dstarts = e->dmem + site_bytes, dcount = dstarts + start_bytes;
-  st = CGRT__CU(drv, cuMemcpyHtoD, (dsites, sites, site_bytes), CGRT_ERROR_DRIVER, "graph set: device patch table");
-  if (st == CGRT_SUCCESS)
-    st = CGRT__CU(drv, cuMemcpyHtoD, (dstarts, start, (ngroups + 1) * sizeof(uint32_t)), CGRT_ERROR_DRIVER,
-                  "graph set: device patch table");
-  if (st == CGRT_SUCCESS)
-    st = CGRT__CU(drv, cuMemsetD8, (dcount, 0, 16), CGRT_ERROR_DRIVER, "graph set: device patch counter");
+  const unsigned long long ring = (unsigned long long)(uintptr_t)e->ring; /* unified addressing */
+  unsigned cap = e->dcap, slots = e->dslots;
+  if (cls < GX_DPATCH_CLASSES) {
+    /* The table travels in the patch node's parameters: no device memory. */
+    const unsigned hdr[4] = {cap, slots, (unsigned)start_bytes, (unsigned)n};
+    memcpy(buf, &ring, 8);
+    memcpy(buf + 8, hdr, sizeof hdr);
+    void *args[1] = {buf};
+    CUresult r = set_patch_node(set, e, set->f_patch_cls[cls], args);
+    if (r == CUDA_SUCCESS) {
+      e->param_bytes = class_bytes[cls];
+      goto out;
+    }
+    /* A driver that refuses the class kernel here: the table goes to device memory. */
+    if (!set->dpatch_params_refused_logged) {
+      cgrt__log(CGRT_LOG_INFO, "cgrt graphs: the patch node's parameters refused (%s, %zu bytes); device patch "
+                "tables go to device memory", cgrt__curesult_name(r), class_bytes[cls]);
+      set->dpatch_params_refused_logged = 1;
+    }
+    memmove(buf, tab, table);
+    tab = buf;
+  }
+  /* Too large for the parameters: the table in device memory, counted in table_bytes. */
+  st = CGRT__CU(drv, cuMemAlloc, (&e->dmem, table), CGRT_ERROR_DRIVER, "graph set: device patch table");
+  if (st != CGRT_SUCCESS) goto out;
+  e->table_bytes = table;
+  st = CGRT__CU(drv, cuMemcpyHtoD, (e->dmem, tab, table), CGRT_ERROR_DRIVER, "graph set: device patch table");
   if (st == CGRT_SUCCESS) {
-    /* The patch node's parameters, once: (sites, group starts, launch counter, mailbox,
-     * cap, slots). */
-    CUDA_KERNEL_NODE_PARAMS p = e->knodes[e->patch_k].p;
-    CUdeviceptr ring = (CUdeviceptr)(uintptr_t)e->ring; /* unified addressing */
-    unsigned cap = e->dcap, slots = e->dslots;
-    void *args[6] = {&dsites, &dstarts, &dcount, &ring, &cap, &slots};
-    p.kernelParams = args;
-    p.extra = NULL;
-    CUresult r = drv->cuGraphExecKernelNodeSetParams(e->exec, e->knodes[e->patch_k].node, &p);
+    CUdeviceptr dsites = e->dmem + start_bytes, dstarts = e->dmem;
+    CUdeviceptr dring = (CUdeviceptr)ring;
+    void *args[5] = {&dsites, &dstarts, &dring, &cap, &slots};
+    CUresult r = set_patch_node(set, e, set->f_patch, args);
     if (r != CUDA_SUCCESS)
       st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphExecKernelNodeSetParams", "setting up the patch node");
   }
 out:
-  free(sites);
-  free(start);
+  free(buf);
   return st;
 }
 
@@ -239,7 +280,12 @@ cgrt_status gx_dpatch_before_launch(cgrt_graphs *set, gx_exec *e) {
   }
   /* Plain stores: cuGraphLaunch orders them before the GPU reads the slot. */
   *(volatile unsigned *)(void *)slot = n;
-  if (n > 0) set->st.device_patches++;
+  if (n > 0) {
+    /* After the slot, before the launch, one 8-byte store: the patch node reads its slot
+     * only when a launch at or after its own has moves (kernels/graph_patch.h). */
+    ((cgrt__dpatch_ring *)(void *)e->ring)->moved = ((unsigned long long)n << 32) | (uint32_t)(e->launches + 1);
+    set->st.device_patches++;
+  }
   return CGRT_SUCCESS;
 }
 
@@ -255,5 +301,5 @@ void gx_dpatch_free(cgrt_graphs *set, gx_exec *e) {
   e->dmem = 0;
   e->ring = NULL;
   e->dpatch = 0;
-  e->table_bytes = e->pinned_bytes = 0;
+  e->table_bytes = e->pinned_bytes = e->param_bytes = 0;
 }

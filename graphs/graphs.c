@@ -228,6 +228,17 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     cgrt__log(CGRT_LOG_INFO, "cgrt graphs: device_patch unavailable on %s (no patch kernel for "
               "this device); pointer-updated replay patches on the host", rt->device_name);
   }
+  if (set->f_patch != NULL) {
+    /* The kernels with the site table in their parameters; a missing one leaves its class
+     * to the table in device memory. */
+    static const char *const cls[] = {
+#define GX_DPATCH_CLASS_NAME(name, bytes) "cgrt_graph_patch_" #name,
+        CGRT__DPATCH_PARAM_CLASSES(GX_DPATCH_CLASS_NAME)
+#undef GX_DPATCH_CLASS_NAME
+    };
+    for (size_t i = 0; i < GX_DPATCH_CLASSES; i++)
+      if (cgrt__runtime_function(rt, cls[i], &set->f_patch_cls[i]) != CGRT_SUCCESS) set->f_patch_cls[i] = NULL;
+  }
   st = CGRT__CU(set->drv, cuStreamCreate, (&set->cap_stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER,
                 "cgrt_graphs_create: capture stream");
   if (st == CGRT_SUCCESS && options->stream == NULL)
@@ -503,6 +514,20 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
   info->device_patch = e->dpatch;
   info->table_bytes = e->table_bytes;
   info->pinned_bytes = e->pinned_bytes;
+  info->patch_param_bytes = e->param_bytes;
+  /* Nodes a move patches through a driver call: kernel nodes with sites that the patch
+   * node does not rewrite, and every memcpy/memset node with a site. */
+  size_t host = 0;
+  for (size_t i = 0; i < e->nk; i++)
+    if (e->knodes[i].nsites > 0 && e->knodes[i].devnode == 0) host++;
+  for (size_t i = 0; i < e->nm; i++) {
+    for (size_t j = 0; j < e->nsites; j++)
+      if (e->sites[j].kind != GX_SITE_KPARAM && e->sites[j].node == i) {
+        host++;
+        break;
+      }
+  }
+  info->host_patch_nodes = host;
   pthread_mutex_unlock(&set->mu);
   return CGRT_SUCCESS;
 }

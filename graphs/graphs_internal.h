@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cgrt/cgrt_graphs.h"
+#include "kernels/graph_patch.h"
 #include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
 
@@ -22,6 +23,9 @@ extern "C" {
 #define GX_WHILE_STATE_BYTES 256
 /* Most direct launches one cgrt_graphs_bucket_exec prepares (<= CGRT__DPATCH_MIN_SLOTS). */
 #define GX_DIRECT_LAUNCHES 32
+/* Parameter size classes of the patch kernel (kernels/graph_patch.h). */
+#define GX_DPATCH_CLASS_COUNT(name, bytes) +1
+#define GX_DPATCH_CLASSES (0 CGRT__DPATCH_PARAM_CLASSES(GX_DPATCH_CLASS_COUNT))
 
 /* Most capture sizes per mode (options.num_capture_sizes, and the default sizes). */
 #define GX_MAX_CAPTURE_SIZES 1024
@@ -129,12 +133,14 @@ typedef struct gx_exec {
   double capture_s, instantiate_s;
   size_t memory_bytes;
   size_t table_bytes, pinned_bytes; /* cgrt's own per-bucket memory (device patching) */
+  size_t param_bytes;   /* device patching: the patch node's kernel parameters (its site table) */
   uint64_t replays;
   /* device_patch (graphs/device_patch.c): kernel sites patched on the device by the
    * graph's first node, which reads the moved groups from a mailbox in pinned memory. */
   int dpatch;           /* 1 when this bucket patches its kernel nodes on the device */
   uint32_t patch_k;     /* knodes index of the patch node */
-  CUdeviceptr dmem;     /* device: cgrt__dpatch_site[], group starts, launch counter */
+  CUdeviceptr dmem;     /* device: cgrt__dpatch_site[] and group starts, when too large for the
+                           patch node's parameters (else 0) */
   unsigned char *ring;  /* pinned host: the mailbox (cgrt__dpatch_ring + slots) */
   uint32_t dcap;        /* groups per slot: nbuf + 1 */
   uint32_t dslots;      /* mailbox slots (power of two) */
@@ -172,8 +178,12 @@ struct cgrt_graphs {
                        2 = draft, 3 = WHILE, 4 = verify (gx_lut_of) */
 
   CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
-  CUfunction f_patch;       /* device_patch: the patch kernel (else NULL) */
+  CUfunction f_patch;       /* device_patch: the patch kernel (else NULL): the capture-time
+                               stub, and the kernel of a table in device memory */
+  CUfunction f_patch_cls[GX_DPATCH_CLASSES]; /* the kernels with the table in their parameters
+                                                (kernels/graph_patch.h), NULL when missing */
   int dpatch_refused_logged;
+  int dpatch_params_refused_logged; /* the driver refused a patch node's parameter table */
   CUdeviceptr while_state;  /* WHILE loops: {steps done, num_reqs} (set-owned, 256 bytes) */
   int while_unsupported;    /* the driver lacks conditional nodes: WHILE graphs skipped */
   int while_refuse_logged;
@@ -332,8 +342,9 @@ cgrt_status gx_dpatch_launch(cgrt_graphs *set, CUstream s);
  * error, when the graph has no patch node or the driver refuses the attribute on the
  * first node. */
 cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e);
-/* After instantiate + upload: the site table to the device, the mailbox, and the patch
- * node's parameters. */
+/* After instantiate + upload: the mailbox, and the patch node: the kernel of the smallest
+ * parameter class that holds the site table, with the table in its parameters, or (too
+ * large, or refused by the driver) the table in device memory and the pointer kernel. */
 cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e);
 /* Right before cuGraphLaunch: writes this launch's slot of the mailbox (the groups moved
  * since the last successful launch; possibly none). No driver call unless the ring is

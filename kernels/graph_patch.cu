@@ -1,36 +1,46 @@
 // Device-side patching of kernel-node parameters (cgrt_graphs_options.device_patch).
 //
-// cgrt_graph_patch runs as the first node of a graph whose other kernel nodes that point
-// into registered buffers are device-updatable (CUDA 12.4+). Each launch reads the count
-// of its slot of the bucket's mailbox (kernels/graph_patch.h: the groups that moved since
-// the previous launch, written by the host into pinned memory before cuGraphLaunch, no
-// driver call): one read over the bus when nothing moved. Otherwise it reads the moved
-// groups, tells the host the slot is free again, and writes value + delta into every
-// site of those groups with the device runtime's cudaGraphKernelNodeSetParam, one thread
-// per site, before those nodes launch (they all depend on this one). The updates persist
-// in the executable graph until overwritten.
+// The patch kernel runs as the first node of a graph whose other kernel nodes that point
+// into registered buffers are device-updatable (CUDA 12.4+). Each launch reads the
+// mailbox header (kernels/graph_patch.h): its launch number q (`consumed`) and whether
+// launch q or a later one has moves (`moved`), in one 16-byte read over the bus. Only
+// then does it read slot q % slots (the groups that moved since the previous launch,
+// written by the host into pinned memory before cuGraphLaunch, no driver call), tell the
+// host the slot is free again, and write value + delta into every site of those groups
+// with the device runtime's cudaGraphKernelNodeSetParam, one thread per site, before
+// those nodes launch (they all depend on this one). The updates persist in the
+// executable graph until overwritten.
+//
+// The site table is in the kernel's parameters (cgrt_graph_patch_<class>, a
+// __grid_constant__ struct: read in place, no copy), or, when too large for them, in
+// device memory (cgrt_graph_patch, also the capture-time stub with null pointers).
 //
 // This file is compiled with -rdc and linked against libcudadevrt (see kernels/BUILD),
 // for sm_ targets only: a device without SASS here simply has no device patching.
 // Reference: graph_patch_ref.c.
 #include "kernels/graph_patch.h"
 
-extern "C" __global__ void __launch_bounds__(256)
-    cgrt_graph_patch(const cgrt__dpatch_site *sites, const unsigned *group_start, unsigned *launches,
-                     unsigned char *ring, unsigned cap, unsigned slots) {
-  if (sites == nullptr) return;  // as captured, before the set filled the parameters
+static __device__ __forceinline__ void patch(const cgrt__dpatch_site *sites, const unsigned *group_start,
+                                             unsigned char *ring, unsigned cap, unsigned slots) {
   __shared__ unsigned s_q, s_n, s_total;
   __shared__ unsigned long long s_value[256];
   __shared__ unsigned s_first[256], s_end[256];
   volatile unsigned *consumed = reinterpret_cast<volatile unsigned *>(ring);
   const unsigned slot_bytes = CGRT__DPATCH_SLOT_BYTES(cap);
   if (threadIdx.x == 0) {
-    const unsigned q = *launches;
-    *launches = q + 1;
+    // One read over the bus for the common case: {consumed = q, pad, moved}.
+    unsigned long long hx, hy;  // one 16-byte volatile load
+    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(hx), "=l"(hy) : "l"(ring) : "memory");
+    const ulonglong2 h = make_ulonglong2(hx, hy);
+    const unsigned q = static_cast<unsigned>(h.x), last = static_cast<unsigned>(h.y);
     s_q = q;
-    // One read over the bus for the common case: nothing moved.
-    const unsigned char *slot = ring + CGRT__DPATCH_HEADER + (unsigned long long)(q % slots) * slot_bytes;
-    unsigned n = *reinterpret_cast<const volatile unsigned *>(slot);
+    unsigned n = 0;
+    if (last == q + 1u) {  // launch q is the latest with moves: its count is in the header
+      n = static_cast<unsigned>(h.y >> 32);
+    } else if (last - q - 1u < slots) {  // a queued later launch has moves too: read the count
+      const unsigned char *slot = ring + CGRT__DPATCH_HEADER + (unsigned long long)(q % slots) * slot_bytes;
+      n = *reinterpret_cast<const volatile unsigned *>(slot);
+    }
     s_n = n < cap ? n : cap;
     if (s_n == 0) *consumed = q + 1;
   }
@@ -76,3 +86,23 @@ extern "C" __global__ void __launch_bounds__(256)
     __syncthreads();
   }
 }
+
+// The table in device memory (too large for the parameters), and the capture-time stub.
+extern "C" __global__ void __launch_bounds__(256)
+    cgrt_graph_patch(const cgrt__dpatch_site *sites, const unsigned *group_start, unsigned char *ring,
+                     unsigned cap, unsigned slots) {
+  if (sites == nullptr || ring == nullptr) return;  // as captured, before the set filled the parameters
+  patch(sites, group_start, ring, cap, slots);
+}
+
+// The table in the parameters, one kernel per size class.
+#define CGRT__DPATCH_KERNEL(name, bytes)                                                               \
+  extern "C" __global__ void __launch_bounds__(256)                                                    \
+      cgrt_graph_patch_##name(const __grid_constant__ cgrt__dpatch_params_##name p) {                  \
+    if (p.ring == 0) return;                                                                           \
+    patch(reinterpret_cast<const cgrt__dpatch_site *>(p.table + p.sites_off),                          \
+          reinterpret_cast<const unsigned *>(p.table), reinterpret_cast<unsigned char *>(p.ring), p.cap, \
+          p.slots);                                                                                    \
+  }
+CGRT__DPATCH_PARAM_CLASSES(CGRT__DPATCH_KERNEL)
+#undef CGRT__DPATCH_KERNEL

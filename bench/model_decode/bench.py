@@ -39,8 +39,15 @@ KV caches and inputs. Per step, synchronized (as an engine that reads its tokens
 polling: the host waits for an event by querying it, so that the next call does not pay
 a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
 host part, on the replay stream; host time = time.perf_counter() around the host part.
-tokens/s = batch / latency. Each point runs the graph methods in two interleaved rounds
-(half the steps each) so that slow drifts (clocks, temperature) hit them alike.
+tokens/s = batch / latency. Each point times --iters steps (default 300) of every graph
+method, in --rounds interleaved rounds (default 4; methods in turn within a round) so that
+slow drifts (clocks, temperature) and bursts of host noise hit them alike; host time is
+reported as p50 and p99 over all of a method's steps. Per method, "per_step" gives the
+nodes cgrt patched per step on the host (driver calls) and on the device (set stats).
+  cgrt_prepared_same  the PreparedStep of ring entry 0 every step: after the first,
+                   nothing moves. prepared - same is cgrt's rebinding in C (bindings,
+                   catch-up, mailbox), same - nobind the PreparedStep's Python, nobind -
+                   launch_floor cgrt's step path over a bare launch ("breakdown_us").
 
 Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
 after one untimed eager step at the largest size. cgrt: cgrt_graphs_capture's wall clock
@@ -55,7 +62,8 @@ measurements between buckets excluded; and again with one warm-up for the set. G
 memory per bucket, cgrt: the growth of the set's private pool while that bucket's step
 ran under capture (GraphSet.account_pool / pool_log: torch.cuda.memory_reserved around
 it, on the capturing thread, where only the pool can grow), plus its graph memory nodes
-(driver count) and cgrt's device patch table (bytes allocated); torch: its pool's growth
+(driver count) and cgrt's device patch table (bytes cgrt allocates: 0 when the table is in the
+patch node's kernel parameters, reported apart as patch_node_param_bytes); torch: its pool's growth
 per bucket (memory_snapshot segments of the pool). Totals: the pools' segments from
 torch.cuda.memory_snapshot(). Workspace: cgrt's MLA plan info against the fixed-split
 formula.
@@ -235,7 +243,8 @@ def _breakdown(gs, wall):
     return {"seconds_wall": wall, "buckets": len(b), "capture_seconds_sum": cap,
             "device_patch_buckets": sum(x["device_patch"] for x in b),
             "graph_memory_bytes": {"pool_growth": pool, "memory_nodes": mem, "cgrt_tables": tables,
-                                   "total": pool + mem + tables},
+                                   "total": pool + mem + tables,
+                                   "patch_node_param_bytes": sum(x["patch_param_bytes"] for x in b)},
             "index_instantiate_upload_seconds_sum": back,
             "rest_seconds": wall - cap - back,
             "note": "capture_seconds_sum: stream capture of the Python step, per bucket, summed; "
@@ -286,6 +295,7 @@ def capture_bench(be, eng, stream, bt_static):
         pg = growth.get(b["rows"])
         per_bucket.append({"rows": b["rows"], "pool_growth_bytes": pg, "memory_node_bytes": b["memory_bytes"],
                            "cgrt_table_bytes": b["table_bytes"], "cgrt_pinned_host_bytes": b["pinned_bytes"],
+                           "patch_node_param_bytes": b["patch_param_bytes"],
                            "total_device_bytes": None if pg is None else pg + b["memory_bytes"] + b["table_bytes"],
                            "nodes": b["nodes"], "patch_sites": b["patch_sites"]})
     pool_total = None if gs_pool0 is None else pool_bytes(be.pool) - gs_pool0
@@ -298,13 +308,16 @@ def capture_bench(be, eng, stream, bt_static):
         "pool_bytes": pool_total, "pool_growth_sum_bytes": sum(b["pool_growth_bytes"] or 0 for b in per_bucket),
         "memory_node_bytes": memnodes, "cgrt_table_bytes": tables,
         "cgrt_pinned_host_bytes": sum(b["cgrt_pinned_host_bytes"] for b in per_bucket),
+        "patch_node_param_bytes": sum(b["patch_node_param_bytes"] for b in per_bucket),
         "graph_memory_total_bytes": cgrt_total,
         "driver_delta_bytes_total": None if f0 is None else f0 - f1,
         "driver_side_bytes": None if f0 is None else (f0 - f1) - (r1 - r0),
         "memory_note": "per bucket: the growth of the set's private torch pool while that bucket's step "
                        "ran under capture (torch.cuda.memory_reserved before and after, on the capturing "
                        "thread: only the pool can grow then), plus its graph memory nodes (driver count) "
-                       "and cgrt's device patch table (bytes allocated). pool_bytes: the pool's segments "
+                       "and cgrt's device patch table (bytes allocated: 0 when the table is in the patch "
+                       "node's kernel parameters, patch_node_param_bytes, which the driver keeps with the "
+                       "executable like every node's parameters, on both sides). pool_bytes: the pool's segments "
                        "(torch.cuda.memory_snapshot) after the capture, minus before. graph_memory_total: "
                        "pool + memory nodes + cgrt tables. driver_side_bytes: free device memory lost "
                        "across the capture minus torch's reserved growth: executable graphs' driver "
@@ -441,16 +454,29 @@ def host_overhead(pt, floor_us):
     """The point's host times next to the 10 us target: the package call, the raw ctypes
     call, their difference (what the package adds) and the C call's estimate."""
     m = pt["methods"]
-    get = lambda k: m[k]["host_us"]["p50"] if k in m and m[k]["host_us"] else None  # noqa: E731
+    get = lambda k, q="p50": m[k]["host_us"][q] if k in m and m[k]["host_us"] else None  # noqa: E731
     pkg, raw, allb = get("cgrt"), get("cgrt_raw"), get("cgrt_rebind_all")
     prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
+    same = get("cgrt_prepared_same")
     h = {"target_us": HOST_TARGET_US, "package_us_p50": pkg, "raw_us_p50": raw, "rebind_all_us_p50": allb,
          "ctypes_floor_us_p50": floor_us, "prepared_us_p50": prep, "nobind_us_p50": nob,
-         "launch_floor_us_p50": lf}
+         "launch_floor_us_p50": lf, "prepared_same_us_p50": same, "samples_per_method": pt.get("rounds", 0) *
+         pt.get("steps_per_round", 0)}
+    for k, name in (("prepared", "cgrt_prepared"), ("prepared_same", "cgrt_prepared_same"), ("package", "cgrt"),
+                    ("raw", "cgrt_raw"), ("nobind", "cgrt_nobind"), ("launch_floor", "launch_floor"),
+                    ("rebind_all", "cgrt_rebind_all"), ("torch_graph", "torch_graph")):
+        h[k + "_us_p99"] = get(name, "p99")
+    h["torch_graph_us_p50"] = get("torch_graph")
     if prep is not None:
         h["prepared_meets_target"] = prep <= HOST_TARGET_US
+        h["prepared_p99_meets_target"] = get("cgrt_prepared", "p99") <= HOST_TARGET_US
         if lf is not None:
             h["prepared_minus_launch_floor_us"] = prep - lf
+        if same is not None and nob is not None:
+            # where the time over the floor goes: cgrt's rebinding in C (prepared - same),
+            # the PreparedStep's Python (same - nobind), cgrt's step path (nobind - floor)
+            h["breakdown_us"] = {"rebinding_in_c": prep - same, "prepared_python": same - nob,
+                                 "step_path_over_launch": None if lf is None else nob - lf}
         say(f"  prepared step {prep:.1f} us ({'met' if prep <= HOST_TARGET_US else 'NOT met'}); floors: no-binding "
             f"step {nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch "
             f"{lf if lf is None else round(lf, 1)} us")
@@ -478,9 +504,11 @@ def host_summary(out):
         f"ctypes call, prebuilt bindings; floors: step without bindings, bare cuGraphLaunch):")
     for r in rows:
         fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
-        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: prepared {fmt(r.get('prepared_us_p50'))} package "
+        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: prepared {fmt(r.get('prepared_us_p50'))} "
+            f"(p99 {fmt(r.get('prepared_us_p99'))}) same {fmt(r.get('prepared_same_us_p50'))} package "
             f"{fmt(r['package_us_p50'])} raw {fmt(r['raw_us_p50'])} nobind {fmt(r.get('nobind_us_p50'))} launch "
-            f"{fmt(r.get('launch_floor_us_p50'))} rebind-all {fmt(r['rebind_all_us_p50'])}"
+            f"{fmt(r.get('launch_floor_us_p50'))} (p99 {fmt(r.get('launch_floor_us_p99'))}) rebind-all "
+            f"{fmt(r['rebind_all_us_p50'])} torch {fmt(r.get('torch_graph_us_p50'))}  n {r.get('samples_per_method')}"
             f"  {'OK' if r.get('prepared_meets_target') else 'over target'}")
 
 
@@ -518,7 +546,10 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             gs.step(n, bind={"block_table": bt_static, **{k: ring[0][k] for k in names}})
             probe, _ = time_steps(be, stream, lambda i: gs.step(n), 3, 1, deadline)
             est = summarize_ms(probe)["p50"] if probe else 1.0
-            iters = max(8, min(args.iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
+            iters = args.iters
+            if args.point_seconds:  # optional cap (quick runs); the default times args.iters steps
+                iters = max(8, min(iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
+            rounds = max(1, min(args.rounds, iters))
             preps = [gs.prepare({k: inp[k] for k in names}) for inp in ring]
             fl = Floors(gs, B)
             raw = raw_step_fn(eng, ring, n, names)
@@ -526,6 +557,9 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             # (name, step, warm-up steps, untimed pre-step hook, after the block)
             methods = [
                 ("cgrt_prepared", lambda i: preps[i % RING](n), 2, None, None),
+                # the same Python path with nothing moving (after its warm-up): prepared minus
+                # this is cgrt's rebinding in C, this minus nobind the PreparedStep's Python
+                ("cgrt_prepared_same", lambda i: preps[0](n), 2, None, None),
                 ("cgrt", lambda i: gs.step(n, bind={k: ring[i % RING][k] for k in names}), 2, None, None),
                 ("cgrt_raw", raw, 2, None, resync),  # the package's view of the bindings in line again
                 ("cgrt_nobind", lambda i: fl.nobind(n), 2, None, None),
@@ -538,22 +572,37 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             if tg is not None:
                 Bt = tg.bucket(n)
                 methods.append(("torch_graph", lambda i: tg.step(ring[i % RING], Bt), 2, None, None))
-            # two rounds, methods interleaved: slow drifts (clocks, temperature) hit all alike
+            # rounds, methods interleaved: slow drifts (clocks, temperature) and bursts of host
+            # noise hit all alike; each method times ceil(iters / rounds) steps per round
             acc = {m[0]: ([], []) for m in methods}
-            for rnd in range(2):
+            patched = {m[0]: dict.fromkeys(("steps", "nodes_patched", "device_patches", "device_nodes_patched"), 0)
+                       for m in methods}
+            per_round = max(1, -(-iters // rounds))
+            for rnd in range(rounds):
                 for name, fn, warm, pre, after in methods:
-                    lat, host = time_steps(be, stream, fn, max(4, iters // 2), warm, deadline, pre)
+                    s0 = gs.stats()
+                    lat, host = time_steps(be, stream, fn, per_round, warm, deadline, pre)
+                    s1 = gs.stats()
+                    for key in patched[name]:
+                        patched[name][key] += s1[key] - s0[key]
                     acc[name][0].extend(lat)
                     acc[name][1].extend(host)
                     if after is not None:
                         after()
+            pt["rounds"], pt["steps_per_round"] = rounds, per_round
             for name, (lat, host) in acc.items():
-                st = summarize_ms(lat)
-                pt["methods"][name] = {"latency_ms": st, "host_us": summarize_ms(host),
-                                       "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None}
+                st, hs = summarize_ms(lat), summarize_ms(host)
+                c = patched[name]
+                per = (lambda k: c[k] / c["steps"]) if c["steps"] else (lambda k: None)  # noqa: E731
+                pt["methods"][name] = {"latency_ms": st, "host_us": hs,
+                                       "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None,
+                                       "per_step": {"host_patched_nodes": per("nodes_patched"),
+                                                    "device_patch_launches": per("device_patches"),
+                                                    "device_patched_nodes": per("device_nodes_patched"),
+                                                    "cgrt_steps": c["steps"]}}
                 if st:
-                    say(f"  {name:16s} batch {n:3d} ctx {ctx:5d}: p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
-                        f"host p50 {summarize_ms(host)['p50']:.1f} us")
+                    say(f"  {name:18s} batch {n:3d} ctx {ctx:5d}: p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
+                        f"host p50 {hs['p50']:.1f} us p99 {hs['p99']:.1f} us (n {hs['n']})")
             host_overhead(pt, floor_us)
 
             def run(name, fn, iters, warm, pre=None):
@@ -767,9 +816,12 @@ def main(argv=None):
     p.add_argument("--driver", default=None)
     p.add_argument("--batches", default=None, help="comma list (default 1,8,32,128)")
     p.add_argument("--contexts", default=None, help="comma list (default 1024,8192,32768)")
-    p.add_argument("--iters", type=int, default=40)
+    p.add_argument("--iters", type=int, default=300, help="timed steps per graph method and point")
+    p.add_argument("--rounds", type=int, default=4, help="interleaved rounds the steps are split into")
     p.add_argument("--eager-iters", type=int, default=6)
-    p.add_argument("--point-seconds", type=float, default=1.0, help="target timed seconds per method and point")
+    p.add_argument("--point-seconds", type=float, default=None,
+                   help="optional cap: timed seconds per method and point (quick runs; default none)")
+    p.add_argument("--no-spec", action="store_true", help="skip the speculative-decoding part (quick runs)")
     p.add_argument("--spec-batches", default=None, help="default 1,8,32")
     p.add_argument("--spec-iters", type=int, default=10)
     p.add_argument("--k", type=int, default=3)
@@ -847,22 +899,19 @@ def main(argv=None):
         tg = cap.pop("_torch_graphs", None)
         out["capture"] = cap
         # ---- capture: spec sets ----
-        td, tv = eng.capture_spec()
-        out["spec"]["capture_seconds"] = {"draft_set": td, "verify_set": tv}
-        out["spec"]["draft_buckets"] = eng.draft_set.buckets()
+        if not args.no_spec:
+            td, tv = eng.capture_spec()
+            out["spec"]["capture_seconds"] = {"draft_set": td, "verify_set": tv}
+            out["spec"]["draft_buckets"] = eng.draft_set.buckets()
         write(out, args.out)
 
         say("decode steps:")
         bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out)
         host_summary(out)
-        say("speculative decoding (draft loop):")
-        try:
-            out["spec"]["check"] = spec_check(be, eng)
-            say(f"  spec graphs vs eager: {out['spec']['check']}")
-        except Exception as e:  # noqa: BLE001
-            out["spec"]["check"] = {"error": repr(e)}
-            say(f"  spec check failed: {e!r}")
-        bench_spec(args, be, eng, stream, deadline, out)
+        if args.no_spec:
+            out["spec"] = {"skipped": "--no-spec"}
+        else:
+            run_spec(args, be, eng, stream, deadline, out)
         be.synchronize()
         be.verify()
     out["elapsed_seconds"] = time.perf_counter() - common.T0
@@ -871,6 +920,17 @@ def main(argv=None):
     say(f"wrote {os.path.join(args.out, 'model_decode.json')} and {len(files)} plots in {out['elapsed_seconds']:.0f} s")
     be.close()
     return 0
+
+
+def run_spec(args, be, eng, stream, deadline, out):
+    say("speculative decoding (draft loop):")
+    try:
+        out["spec"]["check"] = spec_check(be, eng)
+        say(f"  spec graphs vs eager: {out['spec']['check']}")
+    except Exception as e:  # noqa: BLE001
+        out["spec"]["check"] = {"error": repr(e)}
+        say(f"  spec check failed: {e!r}")
+    bench_spec(args, be, eng, stream, deadline, out)
 
 
 if __name__ == "__main__":

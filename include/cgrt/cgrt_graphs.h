@@ -270,10 +270,11 @@ typedef struct cgrt_graphs_options {
    * kernel reads it over the bus and rewrites those nodes' parameters on the device
    * before they run. Costs: more GPU time per launch (the patch node reads host memory,
    * and each device-updatable node launches slightly slower; measured in
-   * bench/results/README.md, "Replay latency"); per bucket 24 bytes of device memory per
-   * pointer site and a
-   * mailbox of 32 to 256 slots of (nbuf + 1) x 12 bytes (about 64 KB) of pinned memory,
-   * allocated at capture; and the driver's rules for device-updatable nodes (no
+   * bench/results/README.md, "Replay latency"); per bucket, 24 bytes per pointer site
+   * in the patch node's kernel parameters (a size class of 1 KB to 32760 bytes; a larger
+   * table takes device memory instead, cgrt_bucket_info.table_bytes) and a mailbox of
+   * 32 to 256 slots of (nbuf + 1) x 12 bytes (about 64 KB) of pinned memory, allocated
+   * at capture; and the driver's rules for device-updatable nodes (no
    * cuGraphExecUpdate: requires replay_mode CGRT_REPLAY_POINTER_UPDATE; at most 1021
    * buffers). Memcpy and memset nodes and WHILE draft graphs keep host patching. Where
    * the driver or the device lacks the feature the set patches on the host (logged once
@@ -458,16 +459,29 @@ typedef struct cgrt_bucket_info {
    * instantiated meanwhile by other threads would be counted too; 0 when the driver
    * cannot tell). 0 for a graph without memory nodes. Not included: the driver's own
    * storage for the executable (no driver API reports it) and cgrt's per-bucket
-   * allocations (device_patch's site table and mailbox). */
+   * allocations (device_patch's mailbox, and its site table when that is not in the
+   * patch node's parameters). */
   size_t memory_bytes;
   uint64_t replays;
   int draft_while;       /* 1 for a draft loop as a conditional WHILE node */
   int device_patch;      /* 1 when its kernel nodes are patched on the device */
-  /* Memory cgrt itself holds for this bucket, exactly as allocated: device memory (the
-   * device patch site table, group starts and launch counter) and pinned host memory
-   * (the device patch mailbox). 0 without device patching. */
+  /* Memory cgrt itself allocates for this bucket, exactly as allocated: device memory
+   * (table_bytes: the device patch site table and group starts, only when the table is
+   * too large for the patch node's kernel parameters, else 0) and pinned host memory
+   * (pinned_bytes: the device patch mailbox, which also carries the launch count). 0
+   * without device patching. */
   size_t table_bytes;
   size_t pinned_bytes;
+  /* Device patching with the site table in the patch node's kernel parameters: the size
+   * of those parameters (a size class, 1 KB to 32760 bytes), held by the driver with the
+   * executable like every node's parameters (not graph memory, not allocated by cgrt);
+   * 0 otherwise. */
+  size_t patch_param_bytes;
+  /* Nodes of this bucket that a move of a buffer they point into patches through a
+   * driver call on the host (cuGraphExec*NodeSetParams): every node with a pointer site
+   * under host patching; under device patching the memcpy and memset nodes with a site,
+   * WHILE body nodes, and kernel nodes the driver did not make device-updatable. */
+  size_t host_patch_nodes;
 } cgrt_bucket_info;
 
 /* Number of buckets (draft loops included) and their descriptions, largest first per

@@ -121,7 +121,8 @@ class BucketInfo(Structure):
                 ("captured", c_int), ("nodes", c_size_t), ("patch_sites", c_size_t),
                 ("capture_seconds", c_double), ("instantiate_seconds", c_double),
                 ("memory_bytes", c_size_t), ("replays", c_uint64), ("draft_while", c_int),
-                ("device_patch", c_int), ("table_bytes", c_size_t), ("pinned_bytes", c_size_t)]
+                ("device_patch", c_int), ("table_bytes", c_size_t), ("pinned_bytes", c_size_t),
+                ("patch_param_bytes", c_size_t), ("host_patch_nodes", c_size_t)]
 
 
 class MlaOptions(Structure):

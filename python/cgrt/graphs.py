@@ -66,6 +66,8 @@ class Batch:
         for j, obj, ptr in reversed(gs._pending):  # bound by the call running the step
             if j == i and ptr == self.addresses[i]:
                 return obj  # (exec-update re-capture, eager fallback)
+        if gs._prep is not None:
+            gs._sync_bound()
         obj = gs._bound[i]
         if gs._bound_ptr[i] != self.addresses[i]:
             raise RuntimeError(f"buffer {gs.names[i]!r}: cgrt reports 0x{self.addresses[i]:x}, the set "
@@ -315,7 +317,7 @@ class GraphSet(Handle):
         self._events = None  # (before, after) torch.cuda.Event, reused every cross-stream step
         self._cur_streams = {}  # raw current stream -> torch stream object
         self._raw_current = None
-        self._last_prepared = None  # the PreparedStep whose bindings _bound holds now
+        self._prep = None  # the PreparedStep that ran last, its bindings not yet in _bound
         if self._torch is not None:
             c = self._torch._C
             self._raw_current = getattr(c, "_cuda_getCurrentRawStream", None)
@@ -437,8 +439,18 @@ class GraphSet(Handle):
             self._pending = ()
         self._replayed(moved, cs)
 
+    def _sync_bound(self):
+        """Records the bindings of the PreparedStep that ran last in _bound (deferred from
+        its call: the per-step path only remembers which one ran)."""
+        p, self._prep = self._prep, None
+        if p is not None and self.replay_mode != _COPY_IN:
+            bound, bound_ptr = self._bound, self._bound_ptr
+            for i, obj, ptr in p.moved:
+                bound[i], bound_ptr[i] = obj, ptr
+
     def _replayed(self, moved, cs):
-        self._last_prepared = None
+        if self._prep is not None:
+            self._sync_bound()
         if cs is not None:
             self._order_after(cs)
         if self.replay_mode == _COPY_IN:
@@ -551,10 +563,11 @@ class PreparedStep:
     pointers, and one foreign call with arguments already in C form (no ctypes argument
     conversion, no errcheck). Not thread-safe (as the set's other methods)."""
 
-    __slots__ = ("_gs", "_arr", "_fn", "_m", "_mode", "moved", "tensors", "bind", "_fin", "_name")
+    __slots__ = ("_gs", "_arr", "_fn", "_m", "_mode", "moved", "tensors", "bind", "_fin", "_name", "_ids")
 
     def __init__(self, gs, arr, moved, tensors, bind, mode):
         self._gs, self._arr, self.moved, self.tensors, self.bind = gs, arr, moved, tensors, bind
+        self._ids = frozenset(i for i, _, _ in moved)
         self._name = "cgrt_graphs_step" if mode is not None else "cgrt_graphs_draft"
         fn, h = _lib.raw_function(self._name), c_void_p(gs.handle)
         self._fn = functools.partial(fn, h) if mode is None else functools.partial(fn, h, mode)
@@ -585,18 +598,22 @@ class PreparedStep:
             except Error as e:
                 cause, gs._step_error = gs._step_error, None
                 if isinstance(e, EmulatedKernelError) and e.call_status == 0:
-                    self._applied(gs)
+                    self._ran(gs)
                 if cause is not None:
                     raise e from cause
                 raise
-        if gs._last_prepared is not self:
-            self._applied(gs)
+        p = gs._prep
+        if p is not self:
+            if p is not None and not p._ids <= self._ids:
+                gs._sync_bound()
+            gs._prep = self
 
-    def _applied(self, gs):
-        if gs.replay_mode == _COPY_IN:
-            gs._last_refs = self.moved  # one step only: alive until the next step
-            return
-        bound, bound_ptr = gs._bound, gs._bound_ptr
-        for i, obj, ptr in self.moved:
-            bound[i], bound_ptr[i] = obj, ptr
-        gs._last_prepared = self
+    def _ran(self, gs):
+        """The set's record of what is bound (Batch, later steps) is brought up to date
+        lazily (GraphSet._sync_bound): the set remembers the PreparedStep that ran last,
+        which keeps its arrays alive (copy-in: for this step only, as step() does). A
+        pending one whose buffers this one binds too is simply superseded."""
+        p = gs._prep
+        if p is not None and p is not self and not p._ids <= self._ids:
+            gs._sync_bound()
+        gs._prep = self

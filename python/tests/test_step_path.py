@@ -166,15 +166,30 @@ def test_prepared_steps_replay_like_eager_and_keep_the_sets_record(rt, axpy):
         rt.synchronize()
         expect[:4] += 2 * ring[k % 3][:4]
         assert torch.equal(y, expect), f"step {k}"
+        assert gs._prep is preps[k % 3], "the per-step path only remembers which one ran"
+        gs._sync_bound()
         assert gs._bound[0] is ring[k % 3] and gs._bound_ptr[0] == ring[k % 3].data_ptr()
     gs.step(3, bind={"x": ring[0]})  # the general path in between: the record stays right
     preps[0](3)
+    gs._sync_bound()
     assert gs._bound[0] is ring[0]
     rt.synchronize()
     expect[:4] += 4 * ring[0][:4]
     assert torch.equal(y, expect)
+    # A prepared step that binds fewer buffers than the pending one does not supersede it:
+    # y stays bound to what the first one bound, and the set keeps it alive.
+    y2 = torch.zeros(16)
+    both = gs.prepare({"x": ring[1], "y": y2})
+    only_x = gs.prepare({"x": ring[2]})
+    both(3)
+    only_x(3)
+    del both
+    gs._sync_bound()
+    assert gs._bound[0] is ring[2] and gs._bound[1] is y2 and gs._bound_ptr[1] == y2.data_ptr()
+    rt.synchronize()
+    assert torch.equal(y2[:4], 2 * ring[1][:4] + 2 * ring[2][:4])
     st = gs.stats()
-    assert st["replays"] == 9 and st["rebinds"] >= 7
+    assert st["replays"] == 11 and st["rebinds"] >= 7
 
 
 def test_prepare_checks_once_and_calls_refuse_what_step_refuses(rt, axpy):

@@ -97,11 +97,14 @@ TEST_F(GraphsTest, ThreadedCaptureMatchesSerialCapture) {
         EXPECT_GT(x.nodes, 0u);
         EXPECT_GT(x.instantiate_seconds, 0.0);
         if (x.device_patch) {
-          EXPECT_GT(x.table_bytes, 24u * x.patch_sites - 1) << "24 bytes per site at least";
+          EXPECT_EQ(x.table_bytes, 0u) << "the site table is in the patch node's parameters";
+          EXPECT_GE(x.patch_param_bytes, 1024u);
           EXPECT_GT(x.pinned_bytes, 0u);
         } else {
           EXPECT_EQ(x.table_bytes, 0u);
           EXPECT_EQ(x.pinned_bytes, 0u);
+          EXPECT_EQ(x.patch_param_bytes, 0u);
+          EXPECT_GE(x.host_patch_nodes, 5u) << "every node with a site patches on the host";
         }
       }
       if (dp == 0) got[serial] = b;

@@ -14,6 +14,14 @@ TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
                     "(kernels/graph_patch.cu is linked with the device runtime)";
   ASSERT_EQ(device_patched_buckets(), cgrt_graphs_bucket_count(set))
       << "every bucket should patch on the device (emulation and CUDA 12.4+ on sm_90a)";
+  for (size_t i = 0; i < cgrt_graphs_bucket_count(set); i++) {
+    cgrt_bucket_info b{};
+    b.size = sizeof b;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, i, &b));
+    EXPECT_EQ(b.host_patch_nodes, 2u) << "the memcpy (Z <- Y) and memset (SCR) nodes, bucket " << i;
+    EXPECT_EQ(b.table_bytes, 0u) << "the site table is in the patch node's parameters";
+    EXPECT_GT(b.patch_param_bytes, 0u);
+  }
   init_cur();
   step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
   struct Case {
@@ -136,6 +144,126 @@ TEST_F(GraphsTest, DevicePatchMovesManyBuffersAtOnce) {
       for (int j = 0; j < ManyBuffers::kN; j++)
         ASSERT_EQ(out[j], in[p][j] * (float)(p + 1) + 1.0f) << "round " << round << " pair " << p << " i " << j;
     }
+  }
+}
+
+// A chain of `nodes` scale kernels over two buffers: out = in * (i + 1) + 1 for node i,
+// so after the step out = in * nodes + 1. Two pointer sites per node.
+struct Chain {
+  static constexpr int kN = 64;
+  int nodes = 0;
+  CUfunction f_scale = nullptr;
+  const cgrt__driver *drv = nullptr;
+  static cgrt_status enqueue(void *user, CUstream s, const cgrt_batch_desc *d) {
+    auto *c = static_cast<Chain *>(user);
+    for (int i = 0; i < c->nodes; i++) {
+      int n = kN;
+      CUdeviceptr in = d->buffers[0], out = d->buffers[1];
+      float a = (float)(i + 1);
+      void *args[] = {&n, &in, &out, &a};
+      if (c->drv->cuLaunchKernel(c->f_scale, 1, 1, 1, 64, 1, 1, 0, s, args, nullptr) != CUDA_SUCCESS)
+        return CGRT_ERROR_DRIVER;
+    }
+    return CGRT_SUCCESS;
+  }
+};
+
+// The site table travels in the patch node's kernel parameters (the smallest size class
+// that holds it: no device memory of cgrt's own), or in device memory when it is larger
+// than the largest class (32760 bytes: more than 1363 sites); both patch alike, and the
+// patch node's launch count (the mailbox's `consumed`) stays in step through direct
+// launches of cgrt_graphs_bucket_exec between steps.
+TEST_F(GraphsTest, DevicePatchTableInParametersOrDeviceMemory) {
+  start();
+  for (int nodes : {4, 100, 700}) {
+    SCOPED_TRACE("nodes " + std::to_string(nodes));
+    Chain c;
+    c.nodes = nodes;
+    c.f_scale = eng.f_scale;
+    c.drv = eng.drv;
+    cgrt_buffer_desc bufs[2];
+    CUdeviceptr a[2], b[2];
+    const char *names[2] = {"in", "out"};
+    for (int i = 0; i < 2; i++) {
+      a[i] = eng.alloc(Chain::kN * 4);
+      b[i] = eng.alloc(Chain::kN * 4);
+      ASSERT_NE(a[i], 0u);
+      ASSERT_NE(b[i], 0u);
+      bufs[i].name = names[i];
+      bufs[i].ptr = a[i];
+      bufs[i].bytes = Chain::kN * 4;
+      bufs[i].dir = i ? CGRT_BUFFER_OUT : CGRT_BUFFER_IN;
+    }
+    one_bucket_set(Chain::enqueue, &c, bufs, 2, 1);
+    if (HasFatalFailure()) return;
+    if (device_patched_buckets() == 0 && getenv("CUDA_FORCE_PTX_JIT") != nullptr)
+      GTEST_SKIP() << "CUDA_FORCE_PTX_JIT loads PTX only: device patching needs cgrt's SASS image";
+    ASSERT_EQ(device_patched_buckets(), 1u);
+    cgrt_bucket_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_graphs_get_bucket(set, 0, &info));
+    // group starts of 2 buffers + num_reqs (4 words, 8-aligned), then 24 bytes per site
+    const size_t table = 16 + 24 * 2 * (size_t)nodes;
+    if (table + 24 <= 32760) {
+      EXPECT_EQ(info.table_bytes, 0u) << "the table is in the parameters";
+      size_t want = 0;  // the smallest class of kernels/graph_patch.h that holds it
+      for (size_t c : {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32760})
+        if (want == 0 && table + 24 <= c) want = c;
+      EXPECT_EQ(info.patch_param_bytes, want);
+    } else {
+      EXPECT_EQ(info.table_bytes, table) << "too large for the parameters: device memory, exactly";
+      EXPECT_EQ(info.patch_param_bytes, 0u);
+    }
+    EXPECT_GT(info.pinned_bytes, 0u);
+    CUstream s = cgrt_graphs_stream(set);
+    for (int round = 0; round < 6; round++) {
+      // Rounds 1, 3, 5 move both buffers after three direct launches of the bucket (with
+      // the addresses and num_reqs of the last step); rounds 2 and 4 keep them.
+      static const int side[6] = {0, 1, 1, 0, 0, 1};
+      CUdeviceptr in = side[round] ? b[0] : a[0], out = side[round] ? b[1] : a[1];
+      if (round % 2 == 1) {
+        CUgraphExec x = nullptr;
+        CGRT_ASSERT_OK(cgrt_graphs_bucket_exec(set, 0, 3, &x));
+        for (int k = 0; k < 3; k++) ASSERT_EQ(eng.drv->cuGraphLaunch(x, s), CUDA_SUCCESS);
+      }
+      std::vector<float> vin(Chain::kN);
+      for (int j = 0; j < Chain::kN; j++) vin[j] = (float)(rng() % 64) / 4.0f;
+      ASSERT_EQ(sync(), CGRT_SUCCESS);
+      eng.put(in, vin);
+      eng.put(out, std::vector<float>(Chain::kN, -1.0f));
+      cgrt_binding bind[2] = {{0, in, 0}, {1, out, 0}};
+      cgrt_graphs_stats before = stats();
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1 + round % 4, bind, 2));
+      ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+      cgrt_graphs_stats after = stats();
+      EXPECT_EQ(after.nodes_patched, before.nodes_patched) << "nothing patched on the host";
+      std::vector<float> got = eng.get<float>(out, Chain::kN);
+      for (int j = 0; j < Chain::kN; j++)
+        ASSERT_EQ(got[j], vin[j] * (float)nodes + 1.0f) << "round " << round << " i " << j;
+    }
+    // Steps queued back to back, each moving both buffers (on a GPU the later launches'
+    // moves are in the mailbox before the earlier launches run): the last step of each
+    // side leaves its result.
+    std::vector<float> va(Chain::kN), vb(Chain::kN);
+    for (int j = 0; j < Chain::kN; j++) {
+      va[j] = (float)j;
+      vb[j] = (float)(2 * j + 1);
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS);
+    eng.put(a[0], va);
+    eng.put(b[0], vb);
+    for (int k = 0; k < 8; k++) {
+      cgrt_binding bind[2] = {{0, k % 2 ? b[0] : a[0], 0}, {1, k % 2 ? b[1] : a[1], 0}};
+      CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1 + k % 4, bind, 2));
+    }
+    ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
+    std::vector<float> ga = eng.get<float>(a[1], Chain::kN), gb = eng.get<float>(b[1], Chain::kN);
+    for (int j = 0; j < Chain::kN; j++) {
+      ASSERT_EQ(ga[j], va[j] * (float)nodes + 1.0f) << "queued, side a, i " << j;
+      ASSERT_EQ(gb[j], vb[j] * (float)nodes + 1.0f) << "queued, side b, i " << j;
+    }
+    cgrt_graphs_destroy(set);
+    set = nullptr;
   }
 }
 
