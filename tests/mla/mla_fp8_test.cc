@@ -1,5 +1,5 @@
-// cgrt_mla_split_t64_fp8 and cgrt_mla_split_t64_row1_fp8 (kernels/mla/split_t64.cu, FP8 =
-// 1): an FP8 e4m3 latent cache (cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3, value =
+// cgrt_mla_split_t64_fp8 and cgrt_mla_split_t64_row1_fp8 (kernels/mla/split_t64_fp8.cu):
+// an FP8 e4m3 latent cache (cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3, value =
 // e4m3 x kv_scale) through the public API against the fp32 host reference over the
 // dequantized cache, within the bounds the bf16 kernels meet (mla_harness.h): head
 // groups of 1..16 and the generic path, page sizes 16/32/64, ragged and zero lengths,
