@@ -15,7 +15,7 @@
  * cgrt_mla_split_m64_wgmma: 1 KB alignment slack + Q (64 heads) + three
  * 32-token KV stages + P + small arrays. Both: one CTA per SM. */
 #define CGRT_MLA_T64_SMEM 219420
-#define CGRT_MLA_T64_FP8_SMEM 231708
+#define CGRT_MLA_T64_FP8_SMEM 231772
 #define CGRT_MLA_M64_WGMMA_SMEM 196140
 
 /* Fewest partial slots a plan reserves: the one-row combine (cgrt_mla_combine, 64-column

@@ -35,6 +35,13 @@
 #ifndef CGRT_MLA_FP8_BITS
 #define CGRT_MLA_FP8_BITS 0
 #endif
+// A/B only: 0 widen to bf16 piece by piece; 1 widen to bf16, a sub-stage's loads first;
+// 2 widen to f16 (one cvt per pair) and run both products in f16 (Q scaled per head by a
+// power of two into f16 range, P in f16).
+#ifndef CGRT_MLA_FP8_MODE
+#define CGRT_MLA_FP8_MODE 0
+#endif
+#define CGRT_F16 (CGRT_MLA_FP8_MODE == 2)
 
 namespace {
 
@@ -45,7 +52,7 @@ using cgrt_mla::ex2;
 constexpr int kTile = 9 * kCB;   // a bf16 tile (73728 bytes)
 constexpr int kF8Sub = 64 * 192; // an e4m3 sub-stage: 64 tokens x 192 bytes
 constexpr int kF8Slots = 5;      // e4m3 ring: sub-stages in flight
-constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
+constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4 + 16 * 4;
 constexpr int kBytes = 1024 + 9 * kQ16 + 2 * kTile + kF8Slots * kF8Sub + kP16 + kSmall;
 static_assert(kF8Sub == 6 * NT * 16, "six 16-byte pieces per thread and sub-stage");
 static_assert(kOStageBytes + kMergeBatch * 16 * DV * 4 <= 2 * kTile + kF8Slots * kF8Sub,
@@ -88,6 +95,73 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
+#if CGRT_F16
+// Four e4m3 values as four f16 values (lo = values 0, 1), exact.
+__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  lo = *reinterpret_cast<const uint32_t *>(&a);
+  hi = *reinterpret_cast<const uint32_t *>(&b);
+}
+__device__ __forceinline__ void st_shared_f16(uint32_t addr, float v) {
+  const __half h = __float2half_rn(v);
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&h)) : "memory");
+}
+#if CGRT_WG_HAS_WGMMA
+template <int TA>
+__device__ __forceinline__ void wgmma_f16_m64n16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7"
+      "}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA));
+}
+#else
+__device__ __forceinline__ void mma16816_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+#endif
+
+// S^T = K . Q^T of one tile, as t64_qk_issue (kernels/mla/t64.cuh), in f16 where CGRT_F16.
+template <class KB>
+__device__ __forceinline__ void qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
+#if !CGRT_F16
+  t64_qk_issue(s, kb, q_s);
+#elif CGRT_WG_HAS_WGMMA
+  wg_fence();
+#pragma unroll
+  for (int cb = 0; cb < 9; cb++) {
+    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
+#pragma unroll
+    for (int k4 = 0; k4 < 4; k4++) wgmma_f16_m64n16<0>(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+  }
+  wg_commit();
+  fence_regs(s);
+#else
+#pragma unroll
+  for (int i = 0; i < 8; i++) s[i] = 0.f;
+  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
+  const int ar = 16 * wi + (lane & 15), ac = lane >> 4;
+  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
+#pragma unroll 4
+  for (int ks = 0; ks < D / 16; ks++) {
+    const int cb = ks >> 2, c0 = (ks & 3) * 2;
+    uint32_t a4[4], b0, b1, b2, b3;
+    ldsm_x4(kb(cb) + swz(ar, c0 + ac), a4[0], a4[1], a4[2], a4[3]);
+    ldsm_x4(q_s + cb * kQ16 + swz(br, c0 + bc), b0, b1, b2, b3);
+    mma16816_f16(s, a4, b0, b1);
+    mma16816_f16(s + 4, a4, b2, b3);
+  }
+#endif
+}
+
 // O^T += V^T . P^T of one tile as t64_pv (kernels/mla/t64.cuh), in two halves:
 // t64_pv_issue starts it (wgmma: one commit group; o untouched until t64_pv_wait), so
 // that the threads widen the next tile's sub-stage meanwhile. The fallback computes it
@@ -102,7 +176,13 @@ __device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p
   for (int kk = 0; kk < 4; kk++) {
     const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
 #pragma unroll
-    for (int i = 0; i < 8; i++) wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+    for (int i = 0; i < 8; i++) {
+#if CGRT_F16
+      wgmma_f16_m64n16<1>(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+#else
+      wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+#endif
+    }
   }
   wg_commit();
 #else
@@ -118,8 +198,13 @@ __device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p
     for (int i = 0; i < 8; i++) {
       uint32_t a[4];
       ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
+#if CGRT_F16
+      mma16816_f16(o[i], a, b0, b1);
+      mma16816_f16(o[i] + 4, a, b2, b3);
+#else
       mma16816(o[i], a, b0, b1);
       mma16816(o[i] + 4, a, b2, b3);
+#endif
     }
   }
 #endif
@@ -159,6 +244,8 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   int *s_meta = reinterpret_cast<int *>(s_red + 64);                                                 // 2 NT + 2
   int *s_wsum = s_meta + 2 * NT + 2;                                                                 // NT / 32
   int *s_last = s_wsum + NT / 32;
+  float *s_qinv = reinterpret_cast<float *>(s_last + 1); // [16] (CGRT_F16)
+  (void)s_qinv;
 
   // Programmatic dependent launch: nothing above reads what the kernel before writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -225,6 +312,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       const int i = k / 3, c = k - 3 * i;
       const uint32_t src = s_f8 + (k % kF8Slots) * kF8Sub + tid * 16;
       const uint32_t dst = s_tile + (i & 1) * kTile + 3 * c * kCB;
+#if CGRT_MLA_FP8_MODE == 0
 #pragma unroll
       for (int rr = 0; rr < 2; rr++)
 #pragma unroll
@@ -239,6 +327,31 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
           st_shared_v4(dst + b * kCB + swz(row, 2 * f4), w[0], w[1], w[2], w[3]);
           st_shared_v4(dst + b * kCB + swz(row, 2 * f4 + 1), w[4], w[5], w[6], w[7]);
         }
+#else
+      // The six pieces loaded first (independent), then widened and stored.
+      uint4 v[6];
+#pragma unroll
+      for (int j = 0; j < 6; j++) v[j] = ld_shared_v4(src + j * (NT * 16));
+#pragma unroll
+      for (int j = 0; j < 6; j++) {
+        const int rr = j / 3, b = j - 3 * rr;
+        uint32_t w[8];
+#if CGRT_F16
+        e4m3x4_to_f16x4(v[j].x, w[0], w[1]);
+        e4m3x4_to_f16x4(v[j].y, w[2], w[3]);
+        e4m3x4_to_f16x4(v[j].z, w[4], w[5]);
+        e4m3x4_to_f16x4(v[j].w, w[6], w[7]);
+#else
+        e4m3x4_to_bf16x4(v[j].x, w[0], w[1]);
+        e4m3x4_to_bf16x4(v[j].y, w[2], w[3]);
+        e4m3x4_to_bf16x4(v[j].z, w[4], w[5]);
+        e4m3x4_to_bf16x4(v[j].w, w[6], w[7]);
+#endif
+        const int row = fr + 32 * rr;
+        st_shared_v4(dst + b * kCB + swz(row, 2 * f4), w[0], w[1], w[2], w[3]);
+        st_shared_v4(dst + b * kCB + swz(row, 2 * f4 + 1), w[4], w[5], w[6], w[7]);
+      }
+#endif
     };
 
     {
@@ -260,6 +373,42 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
     issue(4, pg1);
     cp_wait<4>();
     widen(0);
+#if CGRT_F16
+    {
+      // Q (landed: this thread's 9 chunks of head row crow) to f16 in place, times
+      // 2^(14 - e) with 2^e <= max |q| of the head < 2^(e + 1) (the 8 threads of a head
+      // row are 8 consecutive lanes), so that every value stays in f16 range; s_qinv[head]
+      // = 2^(e - 14) scales S back.
+      uint4 v[9];
+      float mx = 0.f;
+#pragma unroll
+      for (int cb = 0; cb < 9; cb++) {
+        v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
+        const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127; // floor(log2 max) (max > 0 normal)
+      ex = mx > 0.f ? max(ex, -112) : 14; // all zero (a padding head): 1; sc, 1 / sc normal
+      const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
+      if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
+#pragma unroll
+      for (int cb = 0; cb < 9; cb++) {
+        const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+        uint32_t h[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
+          h[e] = *reinterpret_cast<const uint32_t *>(&t);
+        }
+        st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
+      }
+    }
+#endif
     issue(5, pg1);
     cp_wait<4>();
     widen(1);
@@ -289,7 +438,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       const uint32_t tile = s_tile + (it & 1) * kTile;
       auto kb = [&](int cb) -> uint32_t { return tile + cb * kCB; };
       float s[8];
-      t64_qk_issue(s, kb, s_q);
+      qk_issue(s, kb, s_q);
       int pc[2];
       entries(btr, tb0 + stride * (it + 4), tend, pc);
       // Sub-stages 3 it + 3 .. 3 it + 5 (tile it + 1) widened while the products run;
@@ -316,8 +465,13 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          s[4 * j + e] = va ? s[4 * j + e] * sl2 : -INFINITY;
-          s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+#if CGRT_F16
+          const float f = sl2 * s_qinv[8 * j + 2 * t4 + e];
+#else
+          const float f = sl2;
+#endif
+          s[4 * j + e] = va ? s[4 * j + e] * f : -INFINITY;
+          s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * f : -INFINITY;
           float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
           x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
           x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
@@ -348,8 +502,13 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
           const float pa = ex2(s[4 * j + e] - m[h]), pb = ex2(s[4 * j + 2 + e] - m[h]);
           l[h] = l[h] * al[h] + pa + pb;
           // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
+#if CGRT_F16
+          st_shared_f16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
+          st_shared_f16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
+#else
           st_shared_u16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
           st_shared_u16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
+#endif
         }
       if (grew)
         each_o([&](int i, int j, int e) {
