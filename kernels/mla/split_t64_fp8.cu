@@ -12,16 +12,22 @@
 //      192-byte slice) into a ring of kF8Slots = 5 sub-stages (60 KB in flight: the bf16
 //      kernel's 5 sub-stages of 64 tokens at half the bytes);
 //   2. the same thread widens its own pieces (no barrier: a thread reads back only what
-//      it copied) to bf16 (exact: every e4m3 value is a bf16 value) into one of two bf16
-//      tiles (9 column blocks of 64 tokens x 128 bytes, the 128-byte swizzle of
-//      kernels/mla/wgmma.cuh, 72 KB each), and refills the freed slot at once (sub-stage
-//      k + 5);
-//   3. the products of tile i read bf16 tile i & 1 while the threads widen tile i + 1
-//      into the other: two sub-stages while S = K . Q^T runs on the tensor cores, the
-//      third while O += V^T . P^T runs.
+//      it copied; the six loads first, then one cvt e4m3x2 -> f16x2 per pair, exact) into
+//      one of two f16 tiles (9 column blocks of 64 tokens x 128 bytes, the 128-byte
+//      swizzle of kernels/mla/wgmma.cuh, 72 KB each), and refills the freed slot at once
+//      (sub-stage k + 5);
+//   3. the products of tile i read f16 tile i & 1 while the threads widen tile i + 1 into
+//      the other: two sub-stages while S = K . Q^T runs on the tensor cores, the third
+//      while O += V^T . P^T runs.
+// The products run in f16 (wgmma f32.f16.f16; f16, not bf16, because widening to bf16
+// costs a cvt to f16, two to f32 and a pack per pair: measured 94.4 against 76.8 us at
+// (32, 16, 8192), docs/mla_decode.md). Q lands as bf16 and each head row is scaled in
+// place into f16 by a power of two, 2^(14 - e) with 2^e <= max |q| < 2^(e + 1): no value
+// overflows, values down to 2^-29 of the head's largest stay exact and smaller ones round
+// by at most 2^-39 of it; S is scaled back per head in the softmax (s_qinv). P is stored in f16 (values in [0, 1]).
 // kv_scale is folded into the softmax scale (S = kv_scale q . e) and into the output
 // (O = kv_scale sum p e / l). 1 CTA per SM (CGRT_MLA_T64_FP8_SMEM bytes of shared memory).
-// Without sm_90a (the compute_90 PTX) the products run on mma.sync over the same layout.
+// Without sm_90a (the compute_90 PTX) the products run on f16 mma.sync over the same layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -32,24 +38,13 @@
 #include "kernels/mla/t64.cuh"
 #include "kernels/mla/wgmma.cuh"
 
-#ifndef CGRT_MLA_FP8_BITS
-#define CGRT_MLA_FP8_BITS 0
-#endif
-// A/B only: 0 widen to bf16 piece by piece; 1 widen to bf16, a sub-stage's loads first;
-// 2 widen to f16 (one cvt per pair) and run both products in f16 (Q scaled per head by a
-// power of two into f16 range, P in f16).
-#ifndef CGRT_MLA_FP8_MODE
-#define CGRT_MLA_FP8_MODE 0
-#endif
-#define CGRT_F16 (CGRT_MLA_FP8_MODE == 2)
-
 namespace {
 
 using namespace cgrt_wg;
 using namespace cgrt_t64;
 using cgrt_mla::ex2;
 
-constexpr int kTile = 9 * kCB;   // a bf16 tile (73728 bytes)
+constexpr int kTile = 9 * kCB;   // an f16 tile (73728 bytes)
 constexpr int kF8Sub = 64 * 192; // an e4m3 sub-stage: 64 tokens x 192 bytes
 constexpr int kF8Slots = 5;      // e4m3 ring: sub-stages in flight
 constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4 + 16 * 4;
@@ -61,31 +56,6 @@ static_assert(kBytes == CGRT_MLA_T64_FP8_SMEM, "the kernel table passes CGRT_MLA
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
-// Four e4m3 values (w, the lowest byte first) as four bf16 values: lo = values 0, 1 and
-// hi = values 2, 3 (the lower value in the low half), exact.
-__device__ __forceinline__ void e4m3x4_to_bf16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
-#if CGRT_MLA_FP8_BITS
-  // Each byte to bits 8..15 of its 16-bit lane (sign at 15), then its 7 exponent and
-  // mantissa bits down to bits 4..10: the bf16 of value x 2^-120 (a bf16 subnormal for an
-  // e4m3 subnormal), exact; times 2^120 (0x7b80), exact.
-  const uint32_t a = __byte_perm(w, 0u, 0x1404), b = __byte_perm(w, 0u, 0x3424);
-  const uint32_t ra = (a & 0x80008000u) | ((a & 0x7f007f00u) >> 4);
-  const uint32_t rb = (b & 0x80008000u) | ((b & 0x7f007f00u) >> 4);
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(lo) : "r"(ra), "r"(0x7b807b80u));
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(hi) : "r"(rb), "r"(0x7b807b80u));
-#else
-  // cvt e4m3x2 -> f16x2, f16 -> f32 -> bf16 (OCP e4m3fn: 0x7f / 0xff stay NaN).
-  auto two = [](uint32_t v) -> uint32_t {
-    const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&hr));
-    const __nv_bfloat162 r = __float22bfloat162_rn(f);
-    return *reinterpret_cast<const uint32_t *>(&r);
-  };
-  lo = two(w & 0xffffu);
-  hi = two(w >> 16);
-#endif
-}
-
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -95,7 +65,6 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-#if CGRT_F16
 // Four e4m3 values as four f16 values (lo = values 0, 1), exact.
 __device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
   const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
@@ -127,14 +96,11 @@ __device__ __forceinline__ void mma16816_f16(float *c, const uint32_t *a, uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 #endif
-#endif
 
-// S^T = K . Q^T of one tile, as t64_qk_issue (kernels/mla/t64.cuh), in f16 where CGRT_F16.
+// S^T = K . Q^T of one tile as t64_qk_issue (kernels/mla/t64.cuh), in f16.
 template <class KB>
 __device__ __forceinline__ void qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
-#if !CGRT_F16
-  t64_qk_issue(s, kb, q_s);
-#elif CGRT_WG_HAS_WGMMA
+#if CGRT_WG_HAS_WGMMA
   wg_fence();
 #pragma unroll
   for (int cb = 0; cb < 9; cb++) {
@@ -176,13 +142,7 @@ __device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p
   for (int kk = 0; kk < 4; kk++) {
     const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-#if CGRT_F16
-      wgmma_f16_m64n16<1>(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
-#else
-      wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
-#endif
-    }
+    for (int i = 0; i < 8; i++) wgmma_f16_m64n16<1>(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
   }
   wg_commit();
 #else
@@ -198,13 +158,8 @@ __device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p
     for (int i = 0; i < 8; i++) {
       uint32_t a[4];
       ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
-#if CGRT_F16
       mma16816_f16(o[i], a, b0, b1);
       mma16816_f16(o[i] + 4, a, b2, b3);
-#else
-      mma16816(o[i], a, b0, b1);
-      mma16816(o[i] + 4, a, b2, b3);
-#endif
     }
   }
 #endif
@@ -236,7 +191,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
   const uint32_t s_q = smem_addr(sm);
-  const uint32_t s_tile = s_q + 9 * kQ16;         // two bf16 tiles
+  const uint32_t s_tile = s_q + 9 * kQ16;         // two f16 tiles
   const uint32_t s_f8 = s_tile + 2 * kTile;       // the e4m3 ring
   const uint32_t s_p = s_f8 + kF8Slots * kF8Sub;
   float *s_stage = reinterpret_cast<float *>(sm + 9 * kQ16); // [16][kOStr], over the tiles
@@ -244,8 +199,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   int *s_meta = reinterpret_cast<int *>(s_red + 64);                                                 // 2 NT + 2
   int *s_wsum = s_meta + 2 * NT + 2;                                                                 // NT / 32
   int *s_last = s_wsum + NT / 32;
-  float *s_qinv = reinterpret_cast<float *>(s_last + 1); // [16] (CGRT_F16)
-  (void)s_qinv;
+  float *s_qinv = reinterpret_cast<float *>(s_last + 1); // [16]: 1 / the scale of Q of each head
 
   // Programmatic dependent launch: nothing above reads what the kernel before writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -306,28 +260,12 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       }
       cp_commit();
     };
-    // Sub-stage k (landed: this thread's pieces) widened to bf16 into the tile buffer of
+    // Sub-stage k (landed: this thread's pieces) widened to f16 into the tile buffer of
     // tile k / 3.
     auto widen = [&](int k) {
       const int i = k / 3, c = k - 3 * i;
       const uint32_t src = s_f8 + (k % kF8Slots) * kF8Sub + tid * 16;
       const uint32_t dst = s_tile + (i & 1) * kTile + 3 * c * kCB;
-#if CGRT_MLA_FP8_MODE == 0
-#pragma unroll
-      for (int rr = 0; rr < 2; rr++)
-#pragma unroll
-        for (int b = 0; b < 3; b++) {
-          const uint4 v = ld_shared_v4(src + (3 * rr + b) * (NT * 16));
-          uint32_t w[8];
-          e4m3x4_to_bf16x4(v.x, w[0], w[1]);
-          e4m3x4_to_bf16x4(v.y, w[2], w[3]);
-          e4m3x4_to_bf16x4(v.z, w[4], w[5]);
-          e4m3x4_to_bf16x4(v.w, w[6], w[7]);
-          const int row = fr + 32 * rr;
-          st_shared_v4(dst + b * kCB + swz(row, 2 * f4), w[0], w[1], w[2], w[3]);
-          st_shared_v4(dst + b * kCB + swz(row, 2 * f4 + 1), w[4], w[5], w[6], w[7]);
-        }
-#else
       // The six pieces loaded first (independent), then widened and stored.
       uint4 v[6];
 #pragma unroll
@@ -336,22 +274,14 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       for (int j = 0; j < 6; j++) {
         const int rr = j / 3, b = j - 3 * rr;
         uint32_t w[8];
-#if CGRT_F16
         e4m3x4_to_f16x4(v[j].x, w[0], w[1]);
         e4m3x4_to_f16x4(v[j].y, w[2], w[3]);
         e4m3x4_to_f16x4(v[j].z, w[4], w[5]);
         e4m3x4_to_f16x4(v[j].w, w[6], w[7]);
-#else
-        e4m3x4_to_bf16x4(v[j].x, w[0], w[1]);
-        e4m3x4_to_bf16x4(v[j].y, w[2], w[3]);
-        e4m3x4_to_bf16x4(v[j].z, w[4], w[5]);
-        e4m3x4_to_bf16x4(v[j].w, w[6], w[7]);
-#endif
         const int row = fr + 32 * rr;
         st_shared_v4(dst + b * kCB + swz(row, 2 * f4), w[0], w[1], w[2], w[3]);
         st_shared_v4(dst + b * kCB + swz(row, 2 * f4 + 1), w[4], w[5], w[6], w[7]);
       }
-#endif
     };
 
     {
@@ -373,7 +303,6 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
     issue(4, pg1);
     cp_wait<4>();
     widen(0);
-#if CGRT_F16
     {
       // Q (landed: this thread's 9 chunks of head row crow) to f16 in place, times
       // 2^(14 - e) with 2^e <= max |q| of the head < 2^(e + 1) (the 8 threads of a head
@@ -408,7 +337,6 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
         st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
       }
     }
-#endif
     issue(5, pg1);
     cp_wait<4>();
     widen(1);
@@ -465,11 +393,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       for (int j = 0; j < 2; j++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-#if CGRT_F16
           const float f = sl2 * s_qinv[8 * j + 2 * t4 + e];
-#else
-          const float f = sl2;
-#endif
           s[4 * j + e] = va ? s[4 * j + e] * f : -INFINITY;
           s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * f : -INFINITY;
           float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
@@ -502,13 +426,8 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
           const float pa = ex2(s[4 * j + e] - m[h]), pb = ex2(s[4 * j + 2 + e] - m[h]);
           l[h] = l[h] * al[h] + pa + pb;
           // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
-#if CGRT_F16
           st_shared_f16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
           st_shared_f16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
-#else
-          st_shared_u16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
-          st_shared_u16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
-#endif
         }
       if (grew)
         each_o([&](int i, int j, int e) {

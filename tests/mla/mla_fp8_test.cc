@@ -92,6 +92,25 @@ TEST_F(MlaFp8, BlockRowsCausalDcpPaddingLongRows) {
   }
 }
 
+// A few short rows (tile edges, a ragged last tile, a padding row) and one row, both
+// strategies, one launch each: small enough for compute-sanitizer's memcheck and
+// racecheck on the H200 (--gtest_filter=MlaFp8.SanitizerSized).
+TEST_F(MlaFp8, SanitizerSized) {
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c = fp8_case();
+    c.reqs = 4;
+    c.page_size = 16;
+    c.lens = {1, 130, 0, emulated_ ? 200 : 700};
+    c.combine = cb;
+    c.launches = 1;
+    check(c, cb ? "few rows counters" : "few rows workspace");
+    c.reqs = 1;
+    c.page_size = 32;
+    c.lens = {emulated_ ? 300 : 2000};
+    check(c, cb ? "one row counters" : "one row workspace");
+  }
+}
+
 // More rows than the kernel's 128 threads: the schedule kernel runs before the split.
 TEST_F(MlaFp8, RowsPastBlockSize) {
   std::mt19937 rng(6);
