@@ -26,40 +26,26 @@
 // Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
 // ldmatrix over the same layout with the same accumulator layout.
 //
-// FP8 = 1 (cgrt_mla_split_t64_fp8, cgrt_mla_split_t64_row1_fp8): the cache holds e4m3
-// bytes (value = e4m3 x kv_scale). Each thread reads its 8-byte pieces (half the bytes
-// of the bf16 chunks) of three sub-stages at a time (load_fp8) into registers, widens them to bf16 (exact: every e4m3 value is a
-// bf16 value) and stores them into the same ring slots and swizzle, so the products and
-// the softmax are those of the bf16 kernel; kv_scale is folded into the softmax scale
-// (S = kv_scale q . e) and into the output (O = kv_scale sum p e / l).
+// The FP8 e4m3 kernels are in kernels/mla/split_t64_fp8.cu; both files share
+// kernels/mla/t64.cuh (the products and the counters merge).
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
 #include "kernels/mla/split.cuh"
+#include "kernels/mla/t64.cuh"
 #include "kernels/mla/wgmma.cuh"
-
-typedef __nv_bfloat16 bf16;
 
 namespace {
 
 using namespace cgrt_wg;
+using namespace cgrt_t64;
 using cgrt_mla::ex2;
 using cgrt_mla::part_of;
 
-constexpr int D = CGRT_MLA_D;    // 576
-constexpr int DV = CGRT_MLA_DV;  // 512
-constexpr int TN = CGRT_MLA_TILE;
-constexpr int NT = 128;          // one warpgroup
-constexpr int kQ16 = 16 * 128;   // a column block of Q (16 heads x 128 B)
-constexpr int kCB = 64 * 128;    // a column block of a tile (64 tokens x 128 B)
 constexpr int kSub = 3 * kCB;    // a sub-stage: 3 column blocks
 constexpr int kSlots = 8;        // ring of sub-stages
 constexpr int kAhead = 5;        // sub-stages in flight while a tile computes
-constexpr int kP16 = 16 * 128;   // P^T: 16 heads x 64 tokens
-constexpr int kOStr = DV + 4;    // row stride (floats) of the output staging (no bank conflicts)
 constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
 constexpr int kBytes = 1024 + 9 * kQ16 + kSlots * kSub + kP16 + kSmall;
 static_assert(kSlots - 3 == kAhead, "the ring holds one tile plus the sub-stages ahead");
@@ -68,206 +54,7 @@ static_assert(kBytes == CGRT_MLA_T64_SMEM, "the kernel table passes CGRT_MLA_T64
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
-// S^T = K . Q^T of one tile; kb(cb): shared address of column block cb (0..8) of the
-// tile. t64_qk_issue starts the product (wgmma: one commit group), t64_qk_wait waits.
-template <class KB>
-__device__ __forceinline__ void t64_qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
-#if CGRT_WG_HAS_WGMMA
-  wg_fence();
-#pragma unroll
-  for (int cb = 0; cb < 9; cb++) {
-    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
-#pragma unroll
-    for (int k4 = 0; k4 < 4; k4++) wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
-  }
-  wg_commit();
-  fence_regs(s);
-#else
-  mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
-#endif
-}
-__device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
-#if CGRT_WG_HAS_WGMMA
-  wg_wait<0>();
-#endif
-  fence_regs(s);
-}
-
-// Two e4m3 values (the low byte first) as two bf16 values (the low half first), exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(unsigned short v) {
-  const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&hr));
-  const __nv_bfloat162 b = __float22bfloat162_rn(f);
-  return *reinterpret_cast<const uint32_t *>(&b);
-}
-
-// Eight e4m3 values (8 bytes) stored as eight bf16 values (16 bytes) at shared address dst.
-__device__ __forceinline__ void st_e4m3x8_as_bf16(uint32_t dst, uint2 v) {
-  const uint32_t a = e4m3x2_to_bf16x2((unsigned short)(v.x & 0xffffu));
-  const uint32_t b = e4m3x2_to_bf16x2((unsigned short)(v.x >> 16));
-  const uint32_t c = e4m3x2_to_bf16x2((unsigned short)(v.y & 0xffffu));
-  const uint32_t d = e4m3x2_to_bf16x2((unsigned short)(v.y >> 16));
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
-// O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
-// = column block i of the tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major).
-template <class KB>
-__device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
-#pragma unroll
-  for (int i = 0; i < 8; i++) fence_regs(o[i]);
-#if CGRT_WG_HAS_WGMMA
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
-#pragma unroll
-    for (int i = 0; i < 8; i++) wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
-  }
-  wg_commit();
-  wg_wait<0>();
-#else
-  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
-  const int m4 = lane >> 3;
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    uint32_t b0, b1, b2, b3;
-    ldsm_x4(p_s + swz(br, kk * 2 + bc), b0, b1, b2, b3);
-    const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      uint32_t a[4];
-      ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
-      mma16816(o[i], a, b0, b1);
-      mma16816(o[i] + 4, a, b2, b3);
-    }
-  }
-#endif
-#pragma unroll
-  for (int i = 0; i < 8; i++) fence_regs(o[i]);
-}
-
-// Calls f(i, j, e) for every O^T accumulator pair of a thread: o[i][4 j + e] and
-// o[i][4 j + 2 + e] (M tile i, head index 2 j + e, dims 8 apart).
-template <class F>
-__device__ __forceinline__ void each_o(F f) {
-#pragma unroll
-  for (int i = 0; i < 8; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) f(i, j, e);
-}
-
-__device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
-  const bf16 b = __float2bfloat16_rn(v);
-  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&b))
-               : "memory");
-}
-
-// COUNTERS, in the CTA that arrived last for row r: merges the row's nsplit partials
-// (slots slot0..) of heads h_begin .. + nh into out and lse, in slot order whichever CTA
-// is last (so the result does not depend on the arrival order). Up to kMergeSmemMax
-// partials, folded in with a running maximum of the LSEs, batches of kMergeBatch land in
-// shared memory behind the staging (buf) with cp.async, one round trip per batch, and
-// the CTA's own partial (slot own) is read from the staging rows s_stage; past that
-// (few long rows, e.g. one row split 32 ways), a pass over the LSEs, then one partial
-// per round trip from global memory into registers, which measured faster there
-// (figures: docs/mla_decode.md). Thread tid: head tid >> 3, float4 columns (tid & 7) +
-// 8 k. Whole CTA.
-constexpr int kMergeBatch = 4;
-constexpr int kMergeSmemMax = 2 * kMergeBatch;
-constexpr int kStageBytes = 16 * kOStr * 4;
-static_assert(kStageBytes + kMergeBatch * 16 * DV * 4 <= kSlots * kSub, "the merge buffers fit in the ring");
-__device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, const float *__restrict__ part_lse,
-                                          bf16 *__restrict__ out, float *__restrict__ lse, int r, int qh,
-                                          int h_begin, int nh, long long slot0, int nsplit, long long own,
-                                          const float *s_stage, float *buf) {
-  const int tid = threadIdx.x, h = tid >> 3, c = tid & 7;
-  const int hh = h < nh ? h : 0; // threads past the heads compute head 0 and store nothing
-  const float *lse_h = part_lse + slot0 * qh + h_begin + hh;
-  float m = -INFINITY, wsum = 0.f;
-  float4 acc[16];
-#pragma unroll
-  for (int k = 0; k < 16; k++) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-  // Folds in a batch whose LSEs are lb[0 .. kMergeBatch) (-inf: not in the batch) and
-  // whose columns row(j)[4 (c + 8 k)] come from src(j, k).
-  auto fold = [&](const float (&lb)[kMergeBatch], auto src) {
-    float mb = m;
-#pragma unroll
-    for (int j = 0; j < kMergeBatch; j++) mb = fmaxf(mb, lb[j]);
-    const float sc = __expf(m - mb); // 0 in the first batch (m = -inf, acc = 0)
-    wsum *= sc;
-#pragma unroll
-    for (int k = 0; k < 16; k++) {
-      acc[k].x *= sc; acc[k].y *= sc; acc[k].z *= sc; acc[k].w *= sc;
-    }
-#pragma unroll
-    for (int j = 0; j < kMergeBatch; j++) {
-      if (lb[j] == -INFINITY) continue; // partials hold tokens: their LSEs are finite
-      const float w = __expf(lb[j] - mb);
-      wsum += w;
-#pragma unroll
-      for (int k = 0; k < 16; k++) {
-        const float4 v = src(j, k);
-        acc[k].x += w * v.x; acc[k].y += w * v.y; acc[k].z += w * v.z; acc[k].w += w * v.w;
-      }
-    }
-    m = mb;
-  };
-  if (nsplit <= kMergeSmemMax) {
-    const int own_i = (int)(own - slot0);
-    for (int b0 = 0; b0 < nsplit; b0 += kMergeBatch) {
-      const int nb = min(kMergeBatch, nsplit - b0);
-      for (int j = 0; j < nb; j++) {
-        if (b0 + j == own_i) continue;
-        const float *src = part_o + ((slot0 + b0 + j) * qh + h_begin) * DV;
-        const uint32_t dst = smem_addr(buf + j * 16 * DV);
-#pragma unroll
-        for (int k = 0; k < 16; k++) {
-          const int id = tid + NT * k; // float4 id of head id >> 7, column 4 (id & 127)
-          if ((id >> 7) < nh) cp_async16(dst + id * 16, src + 4 * id, 16);
-        }
-      }
-      cp_commit();
-      float lb[kMergeBatch];
-#pragma unroll
-      for (int j = 0; j < kMergeBatch; j++) lb[j] = j < nb ? __ldcg(lse_h + (long long)(b0 + j) * qh) : -INFINITY;
-      cp_wait<0>();
-      __syncthreads();
-      fold(lb, [&](int j, int k) {
-        const float *row = b0 + j == own_i ? s_stage + hh * kOStr : buf + (j * 16 + hh) * DV;
-        return *reinterpret_cast<const float4 *>(row + 4 * (c + 8 * k));
-      });
-      __syncthreads(); // the buffers are read before the next batch lands
-    }
-  } else {
-    // The maximum first, then one partial per round trip (a running maximum here measured
-    // 24% slower at one row split 32 ways: 32.4 against 26.2 us).
-    for (int i = 0; i < nsplit; i++) m = fmaxf(m, __ldcg(lse_h + (long long)i * qh));
-    for (int i = 0; i < nsplit; i++) {
-      const float w = __expf(__ldcg(lse_h + (long long)i * qh) - m);
-      const float4 *src = reinterpret_cast<const float4 *>(part_o + ((slot0 + i) * qh + h_begin + hh) * DV) + c;
-      wsum += w;
-      float4 v[16];
-#pragma unroll
-      for (int k = 0; k < 16; k++) v[k] = __ldcg(src + 8 * k);
-#pragma unroll
-      for (int k = 0; k < 16; k++) {
-        acc[k].x += w * v[k].x; acc[k].y += w * v[k].y; acc[k].z += w * v[k].z; acc[k].w += w * v[k].w;
-      }
-    }
-  }
-  if (h < nh) {
-    const float inv = 1.f / wsum;
-    bf16 *o = out + ((long long)r * qh + h_begin + h) * DV + 4 * c;
-#pragma unroll
-    for (int k = 0; k < 16; k++) cgrt_mla::store_bf16x4(o + 32 * k, acc[k], inv);
-    if (c == 0) lse[(long long)r * qh + h_begin + h] = m + logf(wsum);
-  }
-}
-
+static_assert(kOStageBytes + kMergeBatch * 16 * DV * 4 <= kSlots * kSub, "the merge buffers fit in the ring");
 // ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM):
 // CTA (g, p) of P takes the 64-token tiles p, p + P, p + 2P, ... of the row, so the
 // block-table entries of its first four tiles do not depend on seq_len: they are read
@@ -277,7 +64,7 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 // CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the combine kernel and the
 // metadata are those of the range schedule. The C reference (kernels/mla/ref.c) takes the
 // same tiles.
-template <int ROW1, int FP8>
+template <int ROW1>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -285,7 +72,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
                                           int cap, int min_tiles, int causal, int mk, float kv_scale) {
-  (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
+  (void)mk;       // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
+  (void)kv_scale; // read by the FP8 kernels only (kernels/mla/split_t64_fp8.cu)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
@@ -308,7 +96,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const int nh = h_end - h_begin; // 1..16
-  const float sl2 = (FP8 ? scale * kv_scale : scale) * 1.4426950408889634f;
+  const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
@@ -358,42 +146,6 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       }
       cp_commit();
     };
-    // FP8: sub-stages k0 .. k0 + nk - 1 (nk <= 3; entries p0, p1, p2), in the same slots
-    // and commit groups as load_sub (the groups stay empty: the loads go through
-    // registers). The 12 pieces of 8 bytes of every sub-stage are read first, all in
-    // flight together, then widened to bf16 and stored: one round trip per call.
-    auto load_fp8 = [&](int k0, int nk, const int (&p0)[4], const int (&p1)[4], const int (&p2)[4]) {
-      const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
-      uint2 raw[3][4][3];
-#pragma unroll
-      for (int j = 0; j < 3; j++) {
-        const int k = k0 + j, i = k / 3, c = k - 3 * i;
-        const int(&pg)[4] = j == 0 ? p0 : j == 1 ? p1 : p2;
-        const int tb = tb0 + stride * i + crow;
-#pragma unroll
-        for (int q4 = 0; q4 < 4; q4++) {
-          const int tok = tb + 16 * q4;
-          const bool ok = j < nk && i < n && tok < tend;
-          const unsigned char *src = kv8 + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
-#pragma unroll
-          for (int b = 0; b < 3; b++)
-            raw[j][q4][b] = ok ? __ldg(reinterpret_cast<const uint2 *>(src + b * 64)) : make_uint2(0u, 0u);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 3; j++) {
-        const int k = k0 + j;
-        if (j < nk && k / 3 < n) {
-          const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
-#pragma unroll
-          for (int q4 = 0; q4 < 4; q4++)
-#pragma unroll
-            for (int b = 0; b < 3; b++) st_e4m3x8_as_bf16(dst + q4 * 16 * 128 + b * kCB, raw[j][q4][b]);
-        }
-        if (j < nk) cp_commit();
-      }
-    };
-
     {
       // Q of the head group (rows past nh zero), in the first commit group.
       const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
@@ -405,14 +157,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
     // starts with 8 sub-stages in flight.
-    if (FP8) {
-      load_fp8(0, 3, pg0, pg0, pg0);
-      load_fp8(3, 3, pg1, pg1, pg1);
-      load_fp8(6, 2, pga, pga, pga);
-    } else {
 #pragma unroll
-      for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    }
+    for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
 
     float o[8][8];
 #pragma unroll
@@ -441,13 +187,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       if (it > 0) {
         // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
         // tile it + 2.
-        if (FP8) {
-          load_fp8(3 * it + kAhead, 3, pga, pgb, pgb);
-        } else {
-          load_sub(3 * it + kAhead, pga);
-          load_sub(3 * it + kAhead + 1, pgb);
-          load_sub(3 * it + kAhead + 2, pgb);
-        }
+        load_sub(3 * it + kAhead, pga);
+        load_sub(3 * it + kAhead + 1, pgb);
+        load_sub(3 * it + kAhead + 2, pgb);
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
@@ -526,7 +268,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     for (int h = 0; h < 4; h++) {
       const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
       const float lt = (v.x + v.y) + (v.z + v.w);
-      inv[h] = (FP8 ? kv_scale : 1.f) / lt;
+      inv[h] = 1.f / lt;
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
     // O^T / l into the staging rows [head][dim].
@@ -558,7 +300,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     if (nsplit > 1 && counters != nullptr &&
         cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
       t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, s_stage,
-                reinterpret_cast<float *>(sm + 9 * kQ16 + kStageBytes));
+                reinterpret_cast<float *>(sm + 9 * kQ16 + kOStageBytes));
     __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
   };
 
@@ -613,16 +355,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
 
 // Up to 16 query heads per CTA: steps of any number of rows.
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_PARAMS) {
-  split_t64<0, 0>(CGRT_WG_ARGS);
+  split_t64<0>(CGRT_WG_ARGS);
 }
 // Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
-  split_t64<1, 0>(CGRT_WG_ARGS);
-}
-// The same over an FP8 e4m3 cache (FP8 above).
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
-  split_t64<0, 1>(CGRT_WG_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_fp8(CGRT_WG_PARAMS) {
-  split_t64<1, 1>(CGRT_WG_ARGS);
+  split_t64<1>(CGRT_WG_ARGS);
 }

@@ -1,5 +1,5 @@
-// cgrt_mla_split_t64_fp8 and cgrt_mla_split_t64_row1_fp8 (kernels/mla/split_t64.cu, FP8 =
-// 1): an FP8 e4m3 latent cache (cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3, value =
+// cgrt_mla_split_t64_fp8 and cgrt_mla_split_t64_row1_fp8 (kernels/mla/split_t64_fp8.cu):
+// an FP8 e4m3 latent cache (cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3, value =
 // e4m3 x kv_scale) through the public API against the fp32 host reference over the
 // dequantized cache, within the bounds the bf16 kernels meet (mla_harness.h): head
 // groups of 1..16 and the generic path, page sizes 16/32/64, ragged and zero lengths,
@@ -89,6 +89,25 @@ TEST_F(MlaFp8, BlockRowsCausalDcpPaddingLongRows) {
     check(c, std::string("long rows") + (cb ? " counters" : " workspace"));
     c.lens = {0, 0, 0, 0};
     check(c, std::string("all padding") + (cb ? " counters" : " workspace"));
+  }
+}
+
+// A few short rows (tile edges, a ragged last tile, a padding row) and one row, both
+// strategies, one launch each: small enough for compute-sanitizer's memcheck and
+// racecheck on the H200 (--gtest_filter=MlaFp8.SanitizerSized).
+TEST_F(MlaFp8, SanitizerSized) {
+  for (cgrt_mla_combine cb : kBoth) {
+    Case c = fp8_case();
+    c.reqs = 4;
+    c.page_size = 16;
+    c.lens = {1, 130, 0, emulated_ ? 200 : 700};
+    c.combine = cb;
+    c.launches = 1;
+    check(c, cb ? "few rows counters" : "few rows workspace");
+    c.reqs = 1;
+    c.page_size = 32;
+    c.lens = {emulated_ ? 300 : 2000};
+    check(c, cb ? "one row counters" : "one row workspace");
   }
 }
 
