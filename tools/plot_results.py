@@ -27,6 +27,12 @@ GEMM_REFERENCE_TFLOPS = 790.0
 GEMM_REFERENCE_SOURCE = "bf16 GEMM 8192³ (torch) on an H200, reference facts; not this run"
 
 
+# Benchmarks whose plots their own script draws next to the JSON (bench.py of
+# bench/model_decode, bench/dcp_decode/plot.py); step_overhead has none. Given one of
+# these, plot_results says so and moves on.
+PLOTTED_ELSEWHERE = ("model_decode", "dcp_decode", "step_overhead")
+
+
 def kind_of(data):
     """'replay_latency', 'mla_decode' or None."""
     if data.get("benchmark") in ("replay_latency", "mla_decode"):
@@ -170,15 +176,17 @@ def plot_replay(plt, data, stem):
 # mla_decode ----------------------------------------------------------------------------
 
 MLA_COMBINES = [("auto", "default (auto)", "tab:blue"), ("workspace", "workspace", "tab:orange"),
-                ("counters", "counters", "tab:green")]
+                ("counters", "counters", "tab:green"), ("fp8", "FP8 e4m3 KV, auto (TB/s of its e4m3 bytes)", "tab:red")]
 
 
 def mla_table(data):
     """(shapes in file order, {combine: {shape: row}}) of the "default" rows; auto:ws and
-    auto:cnt both count as "auto"."""
+    auto:cnt both count as "auto". The FP8 rows (`mla_decode_bench --fp8`: variant "fp8",
+    AUTO's combine) form a series "fp8" of their own."""
     shapes, table = [], {}
     for r in data.get("results", []):
-        if r.get("variant", "default") != "default":
+        variant = r.get("variant", "default")
+        if variant not in ("default", "fp8"):
             continue
         # Block shapes (bench/mla_decode block_len / causal columns) are shapes of their own:
         # (batch, heads, context, block_len, causal); single-token ones stay triples.
@@ -187,7 +195,7 @@ def mla_table(data):
             shape += (r.get("block_len", 1), r.get("causal", 0))
         if shape not in shapes:
             shapes.append(shape)
-        combine = r.get("combine", "workspace").split(":")[0]
+        combine = "fp8" if variant == "fp8" else r.get("combine", "workspace").split(":")[0]
         table.setdefault(combine, {})[shape] = r
     return shapes, table
 
@@ -272,6 +280,10 @@ def main(argv=None):
             written = plot_replay(plt, data, stem)
         elif kind == "mla_decode":
             written = plot_mla(plt, data, stem)
+        elif data.get("benchmark") in PLOTTED_ELSEWHERE:
+            print("plot_results: %s: a %s result; its own benchmark script draws its plots"
+                  % (path, data["benchmark"]))
+            continue
         else:
             print("plot_results: %s: not a replay_latency or mla_decode result" % path, file=sys.stderr)
             rc = 1

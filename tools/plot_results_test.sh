@@ -32,6 +32,13 @@ for combine in table:
 row = table["auto"][(32, 16, 8192)]
 assert pr.mla_value(row, "kv_tbps") == row["kv_tbps_in_graph"], row
 
+fp8 = json.load(open("bench/results/mla_decode_fp8_h200.json"))
+shapes8, table8 = pr.mla_table(fp8)
+assert "fp8" in table8 and set(table8["fp8"]) == set(shapes8) == set(table8["auto"]), (shapes8, table8.keys())
+for shape, row in table8["fp8"].items():
+    assert row["variant"] == "fp8" and row["split_kernel"].endswith("_fp8"), row
+    assert table8["auto"][shape]["variant"] == "default", shape
+
 rep = json.load(open("bench/results/replay_latency_h200.json"))
 assert pr.kind_of(rep) == "replay_latency"
 series = pr.replay_rebind_series(rep)
