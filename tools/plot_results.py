@@ -176,7 +176,7 @@ def plot_replay(plt, data, stem):
 # mla_decode ----------------------------------------------------------------------------
 
 MLA_COMBINES = [("auto", "default (auto)", "tab:blue"), ("workspace", "workspace", "tab:orange"),
-                ("counters", "counters", "tab:green"), ("fp8", "FP8 e4m3 KV, auto (TB/s of its e4m3 bytes)", "tab:red")]
+                ("counters", "counters", "tab:green"), ("fp8", "FP8 e4m3 KV, auto (TB/s: its e4m3 bytes)", "tab:red")]
 
 
 def mla_table(data):
