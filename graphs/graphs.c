@@ -36,6 +36,11 @@ cgrt_status gx_enter(cgrt_graphs *set, const char *api) {
   return cgrt__runtime_enter(set->rt, api);
 }
 
+cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api) {
+  cgrt_status st = gx_enter(set, api);
+  return st != CGRT_SUCCESS ? st : cgrt__refuse_in_capture(api);
+}
+
 static cgrt_status check_meta_buffer(const cgrt_graphs_options *o, int id, size_t need,
                                      const char *role) {
   if (id < 0 || (size_t)id >= o->num_buffers)
@@ -149,7 +154,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
                                cgrt_graphs **out) {
   if (out == NULL) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: out is NULL");
   *out = NULL;
-  cgrt_status st = cgrt__runtime_enter(rt, "cgrt_graphs_create");
+  cgrt_status st = cgrt__runtime_enter_outside_capture(rt, "cgrt_graphs_create");
   if (st != CGRT_SUCCESS) return st;
   if (options == NULL || options->size < sizeof(cgrt_graphs_options))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: options NULL or size %zu < %zu",
@@ -367,7 +372,7 @@ static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
 }
 
 cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
-  cgrt_status st = gx_enter(set, "cgrt_graphs_capture");
+  cgrt_status st = gx_enter_outside_capture(set, "cgrt_graphs_capture");
   if (st != CGRT_SUCCESS) return st;
   pthread_mutex_lock(&set->mu);
   st = capture_locked(set, NULL);
@@ -376,7 +381,7 @@ cgrt_status cgrt_graphs_capture(cgrt_graphs *set) {
 }
 
 cgrt_status cgrt_graphs_recapture(cgrt_graphs *set, cgrt_graph_mode mode, int rows) {
-  cgrt_status st = gx_enter(set, "cgrt_graphs_recapture");
+  cgrt_status st = gx_enter_outside_capture(set, "cgrt_graphs_recapture");
   if (st != CGRT_SUCCESS) return st;
   if (!gx_is_step_mode(mode) || rows < 1)
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_recapture: mode %d, rows %d (rows must be >= 1)",

@@ -277,6 +277,11 @@ int gx_capture_abandon(cgrt_graphs *set);
 /* Makes the set's runtime context current for a public entry point, after checking the
  * handle (CGRT_ERROR_INVALID_HANDLE naming `api`). graphs.c. */
 cgrt_status gx_enter(cgrt_graphs *set, const char *api);
+/* gx_enter, and CGRT_ERROR_CAPTURING on a thread that is capturing (a set's enqueue
+ * callback under capture): the calls that launch, capture or take the set's lock. A step
+ * of the capturing set itself would wait for its own lock; another set's work would run
+ * outside the capture that the caller means to record. */
+cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api);
 /* Captures e's graph with the current addresses; *body: the WHILE body (else NULL). */
 cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
 cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,

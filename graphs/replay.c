@@ -262,7 +262,7 @@ static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_r
 
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
                              const cgrt_binding *bindings, size_t num_bindings) {
-  cgrt_status st = gx_enter(set, "cgrt_graphs_step");
+  cgrt_status st = gx_enter_outside_capture(set, "cgrt_graphs_step");
   if (st != CGRT_SUCCESS) return st;
   if (!gx_is_step_mode(mode) || num_reqs < 1 ||
       num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
@@ -306,7 +306,7 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
 
 cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding *bindings,
                               size_t num_bindings) {
-  cgrt_status st = gx_enter(set, "cgrt_graphs_draft");
+  cgrt_status st = gx_enter_outside_capture(set, "cgrt_graphs_draft");
   if (st != CGRT_SUCCESS) return st;
   if (num_reqs < 1 || num_reqs > set->o.max_num_seqs || (num_bindings > 0 && bindings == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_draft: num_reqs %d (max_num_seqs %d)",

@@ -48,7 +48,13 @@
  * device in between: unrolled (K copies of the step in one graph), or, with
  * options.draft_while on a driver that supports conditional nodes (CUDA 12.4+), as one
  * conditional WHILE node whose body is one step, which stops early once every request's
- * draft has ended. */
+ * draft has ended.
+ *
+ * Under capture: the enqueue callback runs on the capturing thread. There,
+ * cgrt_graphs_create, _capture, _recapture, _step and _draft (of this set or any other)
+ * return CGRT_ERROR_CAPTURING with nothing done, and the capture goes on: a step of the
+ * capturing set would wait for the set itself, and another set's work would run outside
+ * the graph being recorded. */
 #ifndef CGRT_GRAPHS_H
 #define CGRT_GRAPHS_H
 

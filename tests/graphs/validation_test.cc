@@ -866,6 +866,54 @@ TEST_F(GraphsValidation, WhatMustNotRunDuringCaptureIsRefusedOnTheCapturingThrea
   CGRT_ASSERT_OK(cgrt_counters_verify(rt));
 }
 
+// ---- N2: graph-set calls on the capturing thread ------------------------------------------
+// A step of the capturing set itself would wait for the set's own lock (a hang); another
+// set's step, draft, capture or creation would run outside the capture being recorded.
+// All are refused with CGRT_ERROR_CAPTURING, and the capture goes on.
+
+TEST_F(GraphsValidation, GraphSetCallsAreRefusedOnTheCapturingThread) {
+  start();
+  make_set(0);
+  cgrt_graphs_options o;
+  options(&o);
+  cgrt_graphs *other = nullptr;
+  CGRT_ASSERT_OK(cgrt_graphs_create(rt, &o, &other));
+  CGRT_ASSERT_OK(cgrt_graphs_capture(other));
+  std::vector<std::pair<std::string, cgrt_status>> got;
+  cgrt_graphs *made = nullptr;
+  std::string msg;
+  under_capture = [&] {
+    got.emplace_back("cgrt_graphs_step (this set)", cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 1, nullptr, 0));
+    msg = cgrt_last_error();
+    got.emplace_back("cgrt_graphs_step (another set)", cgrt_graphs_step(other, CGRT_GRAPH_DECODE, 1, nullptr, 0));
+    got.emplace_back("cgrt_graphs_draft", cgrt_graphs_draft(other, 1, nullptr, 0));
+    got.emplace_back("cgrt_graphs_capture", cgrt_graphs_capture(other));
+    got.emplace_back("cgrt_graphs_recapture", cgrt_graphs_recapture(other, CGRT_GRAPH_DECODE, 1));
+    got.emplace_back("cgrt_graphs_create", cgrt_graphs_create(rt, &o, &made));
+  };
+  auto stats_of = [](cgrt_graphs *g) {
+    cgrt_graphs_stats st{};
+    st.size = sizeof st;
+    EXPECT_EQ(cgrt_graphs_get_stats(g, &st), CGRT_SUCCESS) << cgrt_last_error();
+    return st;
+  };
+  const cgrt_graphs_stats before = stats_of(other);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));  // refused before anything ran: the capture went on
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto &g : got) EXPECT_EQ(g.second, CGRT_ERROR_CAPTURING) << g.first << ": " << cgrt_status_name(g.second);
+  EXPECT_NE(msg.find("cgrt_graphs_step: called during graph capture on this thread"), std::string::npos) << msg;
+  EXPECT_EQ(made, nullptr);
+  const cgrt_graphs_stats after = stats_of(other);
+  EXPECT_EQ(after.steps, before.steps);
+  EXPECT_EQ(after.replays, before.replays);
+  step_and_check(4);  // the set captured with the refused calls inside works
+  // Outside the capture the other set steps as before.
+  CGRT_ASSERT_OK(cgrt_graphs_step(other, CGRT_GRAPH_DECODE, 2, nullptr, 0));
+  CGRT_ASSERT_OK(cgrt_stream_synchronize(rt, cgrt_graphs_stream(other)));
+  EXPECT_EQ(stats_of(other).steps, before.steps + 1);
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(other));
+}
+
 // ---- adversarial L10: an empty kernel name is a bad argument, not a driver failure ------
 
 TEST_F(GraphsValidation, ModuleFunctionRefusesAnEmptyName) {
