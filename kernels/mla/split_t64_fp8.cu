@@ -128,43 +128,25 @@ __device__ __forceinline__ void qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
 #endif
 }
 
-// O^T += V^T . P^T of one tile as t64_pv (kernels/mla/t64.cuh), in two halves:
-// t64_pv_issue starts it (wgmma: one commit group; o untouched until t64_pv_wait), so
-// that the threads widen the next tile's sub-stage meanwhile. The fallback computes it
-// all in t64_pv_issue.
-template <class KB>
-__device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p_s) {
-#pragma unroll
-  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+// The f16 products of t64_pv_run (kernels/mla/t64.cuh).
+struct T64F16 {
 #if CGRT_WG_HAS_WGMMA
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
-#pragma unroll
-    for (int i = 0; i < 8; i++) wgmma_f16_m64n16<1>(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+  static __device__ __forceinline__ void wg(float (&d)[8], uint64_t da, uint64_t db) {
+    wgmma_f16_m64n16<1>(d, da, db, 1);
   }
-  wg_commit();
 #else
-  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
-  const int m4 = lane >> 3;
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    uint32_t b0, b1, b2, b3;
-    ldsm_x4(p_s + swz(br, kk * 2 + bc), b0, b1, b2, b3);
-    const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      uint32_t a[4];
-      ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
-      mma16816_f16(o[i], a, b0, b1);
-      mma16816_f16(o[i] + 4, a, b2, b3);
-    }
+  static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    mma16816_f16(c, a, b0, b1);
   }
 #endif
-#pragma unroll
-  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+};
+
+// O^T += V^T . P^T of one tile as t64_pv, in two halves: t64_pv_issue starts it (wgmma:
+// one commit group; o untouched until t64_pv_wait), so that the threads widen the next
+// tile's sub-stage meanwhile. The fallback computes it all in t64_pv_issue.
+template <class KB>
+__device__ __forceinline__ void t64_pv_issue(float (&o)[8][8], KB kb, uint32_t p_s) {
+  t64_pv_run<T64F16, 0>(o, kb, p_s);
 }
 __device__ __forceinline__ void t64_pv_wait(float (&o)[8][8]) {
 #if CGRT_WG_HAS_WGMMA

@@ -54,10 +54,25 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
 }
 
 
-// O^T += V^T . P^T of one tile (issued and waited for): M tile i = dims 64 i .. 64 i + 63
-// = column block i of the tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major).
-template <class KB>
-__device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
+// The products of t64_pv_run: bf16 operands (these kernels) or, for the FP8 kernels, f16
+// (their T64F16 in split_t64_fp8.cu): wg is the wgmma m64n16k16 with A MN-major from
+// shared memory, mma the mma.sync m16n8k16 of the fallback.
+struct T64Bf16 {
+#if CGRT_WG_HAS_WGMMA
+  static __device__ __forceinline__ void wg(float (&d)[8], uint64_t da, uint64_t db) { wgmma_m64n16_mk(d, da, db, 1); }
+#else
+  static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    mma16816(c, a, b0, b1);
+  }
+#endif
+};
+
+// O^T += V^T . P^T of one tile: M tile i = dims 64 i .. 64 i + 63 = column block i of the
+// tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major). WAIT = 1: issued and
+// waited for. WAIT = 0 (wgmma): one commit group left in flight, o untouched until
+// t64_pv_wait; the fallback computes it all here either way.
+template <class Prod, int WAIT, class KB>
+__device__ __forceinline__ void t64_pv_run(float (&o)[8][8], KB kb, uint32_t p_s) {
 #pragma unroll
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
 #if CGRT_WG_HAS_WGMMA
@@ -66,10 +81,10 @@ __device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
   for (int kk = 0; kk < 4; kk++) {
     const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
 #pragma unroll
-    for (int i = 0; i < 8; i++) wgmma_m64n16_mk(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db, 1);
+    for (int i = 0; i < 8; i++) Prod::wg(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db);
   }
   wg_commit();
-  wg_wait<0>();
+  if (WAIT) wg_wait<0>();
 #else
   const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
   const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
@@ -83,13 +98,17 @@ __device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
     for (int i = 0; i < 8; i++) {
       uint32_t a[4];
       ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
-      mma16816(o[i], a, b0, b1);
-      mma16816(o[i] + 4, a, b2, b3);
+      Prod::mma(o[i], a, b0, b1);
+      Prod::mma(o[i] + 4, a, b2, b3);
     }
   }
 #endif
 #pragma unroll
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
+}
+template <class KB>
+__device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
+  t64_pv_run<T64Bf16, 1>(o, kb, p_s);
 }
 
 // Calls f(i, j, e) for every O^T accumulator pair of a thread: o[i][4 j + e] and
