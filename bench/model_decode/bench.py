@@ -38,7 +38,8 @@ All use one persistent block table (engines keep it on the device), the same wei
 KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back,
 polling: the host waits for an event by querying it, so that the next call does not pay
 a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
-host part, on the replay stream; host time = time.perf_counter() around the host part.
+host part, on the replay stream; host time = time.perf_counter() around the host part
+(Python's garbage collector off while steps are timed, every method alike).
 tokens/s = batch / latency. Each point times --iters steps (default 300) of every graph
 method, in --rounds interleaved rounds (default 4; methods in turn within a round) so that
 slow drifts (clocks, temperature) and bursts of host noise hit them alike; host time is
@@ -380,7 +381,20 @@ def make_ring(eng, n, ctx, block_table_host, rng_seed):
 
 
 def time_steps(be, stream, fn, iters, warm, deadline, pre=None):
-    """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed."""
+    """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed.
+    Python's garbage collector is off while they run (as timeit does, and as engines
+    freeze it around their decode loop), for every method alike."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return _time_steps(be, stream, fn, iters, warm, deadline, pre)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _time_steps(be, stream, fn, iters, warm, deadline, pre):
     lat, host = [], []
     if not be.emulated:
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
