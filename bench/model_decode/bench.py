@@ -43,8 +43,11 @@ host part, on the replay stream; host time = time.perf_counter() around the host
 tokens/s = batch / latency. Each point times --iters steps (default 300) of every graph
 method, in --rounds interleaved rounds (default 4; methods in turn within a round) so that
 slow drifts (clocks, temperature) and bursts of host noise hit them alike; host time is
-reported as p50 and p99 over all of a method's steps. Per method, "per_step" gives the
-nodes cgrt patched per step on the host (driver calls) and on the device (set stats).
+reported as p50 and p99 over all of a method's steps, and as the quietest round's p50
+(best_round_p50, timeit's convention: the machine's bursts of noise make a round slower,
+never faster; the bare cuGraphLaunch's own rounds show how noisy the host was). Per
+method, "per_step" gives the nodes cgrt patched per step on the host (driver calls) and
+on the device (set stats).
   cgrt_prepared_same  the PreparedStep of ring entry 0 every step: after the first,
                    nothing moves. prepared - same is cgrt's rebinding in C (bindings,
                    catch-up, mailbox), same - nobind the PreparedStep's Python, nobind -
@@ -481,6 +484,12 @@ def host_overhead(pt, floor_us):
                     ("rebind_all", "cgrt_rebind_all"), ("torch_graph", "torch_graph")):
         h[k + "_us_p99"] = get(name, "p99")
     h["torch_graph_us_p50"] = get("torch_graph")
+    for k, name in (("prepared", "cgrt_prepared"), ("nobind", "cgrt_nobind"), ("launch_floor", "launch_floor"),
+                    ("package", "cgrt"), ("torch_graph", "torch_graph")):
+        h[k + "_us_best_round_p50"] = get(name, "best_round_p50")
+    best = h["prepared_us_best_round_p50"]
+    if best is not None:
+        h["prepared_best_round_meets_target"] = best <= HOST_TARGET_US
     if prep is not None:
         h["prepared_meets_target"] = prep <= HOST_TARGET_US
         h["prepared_p99_meets_target"] = get("cgrt_prepared", "p99") <= HOST_TARGET_US
@@ -523,7 +532,10 @@ def host_summary(out):
             f"{fmt(r['package_us_p50'])} raw {fmt(r['raw_us_p50'])} nobind {fmt(r.get('nobind_us_p50'))} launch "
             f"{fmt(r.get('launch_floor_us_p50'))} (p99 {fmt(r.get('launch_floor_us_p99'))}) rebind-all "
             f"{fmt(r['rebind_all_us_p50'])} torch {fmt(r.get('torch_graph_us_p50'))}  n {r.get('samples_per_method')}"
-            f"  {'OK' if r.get('prepared_meets_target') else 'over target'}")
+            f"  {'OK' if r.get('prepared_meets_target') else 'over target'}; quietest round: prepared "
+            f"{fmt(r.get('prepared_us_best_round_p50'))} launch {fmt(r.get('launch_floor_us_best_round_p50'))} "
+            f"torch {fmt(r.get('torch_graph_us_best_round_p50'))}"
+            f"  {'OK' if r.get('prepared_best_round_meets_target') else 'over target'}")
 
 
 def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
@@ -589,6 +601,7 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
             # rounds, methods interleaved: slow drifts (clocks, temperature) and bursts of host
             # noise hit all alike; each method times ceil(iters / rounds) steps per round
             acc = {m[0]: ([], []) for m in methods}
+            round_p50 = {m[0]: [] for m in methods}  # host us p50 of each round, per method
             patched = {m[0]: dict.fromkeys(("steps", "nodes_patched", "device_patches", "device_nodes_patched"), 0)
                        for m in methods}
             per_round = max(1, -(-iters // rounds))
@@ -601,11 +614,18 @@ def bench_points(args, be, eng, tg, stream, bt_static, bt_ring, deadline, out):
                         patched[name][key] += s1[key] - s0[key]
                     acc[name][0].extend(lat)
                     acc[name][1].extend(host)
+                    if host:
+                        round_p50[name].append(summarize_ms(host)["p50"])
                     if after is not None:
                         after()
             pt["rounds"], pt["steps_per_round"] = rounds, per_round
             for name, (lat, host) in acc.items():
                 st, hs = summarize_ms(lat), summarize_ms(host)
+                if hs:
+                    # timeit's convention against host noise: the quietest round's p50
+                    # (bursts of the machine's noise make rounds slower, never faster)
+                    hs["round_p50"] = round_p50[name]
+                    hs["best_round_p50"] = min(round_p50[name])
                 c = patched[name]
                 per = (lambda k: c[k] / c["steps"]) if c["steps"] else (lambda k: None)  # noqa: E731
                 pt["methods"][name] = {"latency_ms": st, "host_us": hs,
@@ -815,9 +835,22 @@ def plots(out, folder):
             ys.append(sum(v) / len(v) if v else float("nan"))
         if xs:
             ax.plot(xs, ys, style[m], label=m)
+    ax.axhline(HOST_TARGET_US, color="gray", lw=0.8, ls=":", label="issue 15 target")
     files.append(_finish_plot(plt, fig, ax, pts, "host time per step p50 (us), mean over contexts",
                               f"host time per step (perf_counter around the host part)\n{gpu}",
                               os.path.join(folder, "host_time.png")))
+    # the quietest round's p50 of each point, the worst context at each batch
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for m in ("cgrt_prepared", "cgrt", "cgrt_raw", "launch_floor", "torch_graph"):
+        xs = sorted({p["batch"] for p in pts if m in p["methods"] and p["methods"][m]["host_us"]})
+        ys = [max(p["methods"][m]["host_us"].get("best_round_p50", float("nan")) for p in pts
+                  if p["batch"] == b and m in p["methods"] and p["methods"][m]["host_us"]) for b in xs]
+        if xs:
+            ax.plot(xs, ys, style[m], label=m)
+    ax.axhline(HOST_TARGET_US, color="gray", lw=0.8, ls=":", label="issue 15 target")
+    files.append(_finish_plot(plt, fig, ax, pts, "quietest round's host p50 (us), worst context",
+                              f"host time per step, the quietest of each point's rounds\n{gpu}",
+                              os.path.join(folder, "host_time_quietest.png")))
     return files
 
 

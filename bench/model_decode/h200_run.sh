@@ -55,10 +55,11 @@ case "$what" in
     F=$OUT/final
     mkdir -p "$F"
     part step_overhead 40 python3 bench/model_decode/step_overhead.py --iters 2000 --json "$F/step_overhead.json"
-    # 300 timed steps per graph method and point in 4 interleaved rounds (bench.py's
-    # defaults): about 250 s of steps on the H200 (the sum of the 12 points' step times x
+    # 300 timed steps per graph method and point (bench.py's default) in 10 interleaved
+    # rounds of 30 (each round's host p50 is kept: the quietest one is the figure against
+    # host noise): about 250 s of steps on the H200 (the sum of the 12 points' step times x
     # 300 x 8 graph methods), plus model set-up, capture and the draft loop
-    part bench 330 python3 bench/model_decode/bench.py --out "$F/bench" --deadline 300
+    part bench 330 python3 bench/model_decode/bench.py --out "$F/bench" --deadline 300 --rounds 10
     part stale 40 python3 examples/deepseek_v2_lite/check_stale.py --json "$F/stale.json"
     part serve 45 python3 examples/deepseek_v2_lite/serve.py --steps 1000 --time-limit 30 --json "$F/serve.json"
     mv "$OUT"/*.log "$F/" 2>/dev/null
