@@ -39,7 +39,8 @@ KV caches and inputs. Per step, synchronized (as an engine that reads its tokens
 polling: the host waits for an event by querying it, so that the next call does not pay
 a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
 host part, on the replay stream; host time = time.perf_counter() around the host part
-(Python's garbage collector off while steps are timed, every method alike).
+(Python's garbage collector off while steps are timed, every method alike; --wait
+sleep-poll sleeps through 80% of the previous step's latency before it polls).
 tokens/s = batch / latency. Each point times --iters steps (default 300) of every graph
 method, in --rounds interleaved rounds (default 4; methods in turn within a round) so that
 slow drifts (clocks, temperature) and bursts of host noise hit them alike; host time is
@@ -397,8 +398,15 @@ def time_steps(be, stream, fn, iters, warm, deadline, pre=None):
             gc.enable()
 
 
+# How the host waits for each timed step (--wait): "poll" spins on an event query for the
+# whole step; "sleep-poll" sleeps through 80% of the previous step's latency first, then
+# spins (an engine does host work while its step runs rather than spin for all of it).
+WAIT = "poll"
+
+
 def _time_steps(be, stream, fn, iters, warm, deadline, pre):
     lat, host = [], []
+    last_ms = 0.0
     if not be.emulated:
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         evq = torch.cuda.Event()
@@ -426,10 +434,13 @@ def _time_steps(be, stream, fn, iters, warm, deadline, pre):
         fn(i)
         t1 = time.perf_counter()
         ev1.record(stream)
+        if WAIT == "sleep-poll" and last_ms >= 1.0:
+            time.sleep(0.8 * last_ms / 1e3)
         while not ev1.query():
             pass
+        last_ms = ev0.elapsed_time(ev1)
         if i >= warm:
-            lat.append(ev0.elapsed_time(ev1))
+            lat.append(last_ms)
             host.append((t1 - t0) * 1e6)
     return lat, host
 
@@ -875,7 +886,12 @@ def main(argv=None):
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
     common.add_patch_arg(p)
     p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
+    p.add_argument("--wait", choices=("poll", "sleep-poll"), default="poll",
+                   help="how the host waits for a timed step: spin on an event query for all of it (default), "
+                        "or sleep through 80%% of the previous step's latency, then spin")
     args = p.parse_args(argv)
+    global WAIT
+    WAIT = args.wait
     deadline = common.T0 + args.deadline
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     args.batches = ints(args.batches or ("1,4" if args.smoke else "1,8,32,128"))
@@ -901,6 +917,7 @@ def main(argv=None):
     out = {"benchmark": "model_decode", "meta": gpu_meta(be), "what": __doc__, "config": {
         "model": cfg.__dict__, "max_num_seqs": S, "spec_max_num_seqs": Ss, "k": k, "max_model_len": max_model_len,
         "batches": args.batches, "contexts": args.contexts, "pages_per_request": pps, "num_pages": num_pages,
+        "wait": args.wait, "rounds": args.rounds, "iters": args.iters,
         "deviations": "dense MLP (intermediate 10944) in place of the MoE; plain RoPE; random weights; "
                       "synthetic prompt KV; synthetic acceptance (alpha 0.7)"}, "spec": {}}
     say(f"bench: {cfg.layers} layers, batches {args.batches}, contexts {args.contexts}, out {args.out}")
