@@ -75,19 +75,22 @@ TEST_F(MlaWgmma, MixedLengthsAndPadding) {
   }
 }
 
-// More rows than the kernel's 256 threads: the schedule kernel runs before the split.
+// More rows than the serial kernel's 256 threads, up to the kernel's 384 (the split
+// kernel schedules itself over 384 threads), and more (the schedule kernel runs before
+// the split).
 TEST_F(MlaWgmma, RowsPastBlockSize) {
   std::mt19937 rng(5);
-  for (cgrt_mla_combine cb : kBoth) {
-    Case c = m64_case();
-    c.reqs = 260;
-    c.heads = 64;
-    c.page_size = 16;
-    c.lens = mixed(c.reqs, emulated_ ? 40 : 96, rng, true);
-    c.combine = cb;
-    c.launches = 3;
-    check(c, cb ? "260 rows counters" : "260 rows workspace");
-  }
+  for (int reqs : {300, 390})
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c = m64_case();
+      c.reqs = reqs;
+      c.heads = 64;
+      c.page_size = 16;
+      c.lens = mixed(c.reqs, emulated_ ? 40 : 96, rng, true);
+      c.combine = cb;
+      c.launches = 3;
+      check(c, std::to_string(reqs) + (cb ? " rows counters" : " rows workspace"));
+    }
 }
 
 TEST_F(MlaWgmma, KvCachePast2To31Elements) {
