@@ -142,7 +142,7 @@ typedef struct cgrt_mla_plan_info {
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
                               * "cgrt_mla_split_t64" (<= 16 heads per CTA; with an FP8
                               * cache "cgrt_mla_split_t64_fp8") or
-                              * "cgrt_mla_split_m64_wgmma" (static string) */
+                              * "cgrt_mla_split_m64_ws" (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
                                * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 16
                                * heads per CTA unless combine is COUNTERS, else split_kernel */

@@ -110,7 +110,7 @@ static void combine_heads(const float *part_o, const float *part_lse, uint16_t *
  * bytes, each value e4m3 x kv_scale; the bf16 kernels ignore kv_scale. seq_lens non-NULL (rows <= block size): the kernel schedules
  * itself, as cgrt_mla_schedule(seq_lens, meta, rows, block_len, cap, P, min_tiles,
  * causal) would, and leaves the same metadata in meta for the combine kernel. mk > 0
- * (cgrt_mla_split_m64_causal): head h of a row sees cgrt__mla_row_len(len, cap,
+ * (cgrt_mla_split_m64_ws_causal): head h of a row sees cgrt__mla_row_len(len, cap,
  * h / (q_heads / mk), mk, 1) of the row's len tokens; a head without tokens in a
  * segment leaves output 0 / LSE -inf (as its partial, or its output when unsplit). */
 static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off,

@@ -227,7 +227,7 @@ static __device__ void combine_heads(const float *part_o, const float *part_lse,
     const float mx = warp_max_lse(part_lse, qh, h, slot0, n, lane);
     if (mx == -INFINITY) {
       // Every partial empty (a causal query row of no tokens in a request split over
-      // ranges, kernels/mla/split_m64_wgmma.cu): output 0, LSE -inf, as a padding row.
+      // ranges, kernels/mla/split_m64_ws.cu): output 0, LSE -inf, as a padding row.
       __nv_bfloat16 *o = out + ((long long)r * qh + h) * CGRT_MLA_DV;
       for (int i = lane; i < CGRT_MLA_DV / 8; i += 32) reinterpret_cast<uint4 *>(o)[i] = make_uint4(0, 0, 0, 0);
       if (lane == 0) lse[(long long)r * qh + h] = -INFINITY;
@@ -246,15 +246,27 @@ static __device__ void combine_heads(const float *part_o, const float *part_lse,
   }
 }
 
+// A barrier of the NT threads that call it: __syncthreads() for ID 0 (the whole CTA),
+// else named barrier ID of NT threads (a part of the CTA, e.g. the consumer warpgroups of
+// kernels/mla/split_m64_ws.cu).
+template <int NT, int ID>
+__device__ __forceinline__ void sync_threads() {
+  if (ID == 0)
+    __syncthreads();
+  else
+    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(NT) : "memory");
+}
+
 // COUNTERS strategy, after a CTA stored its partial of row r (head group g of G): counts
-// its arrival on counter r * G + g and returns true, for the whole CTA, in the last of
+// its arrival on counter r * G + g and returns true, for all NT callers, in the last of
 // the row's nsplit CTAs to arrive; that one resets the counter to 0 (so the buffer stays
-// zero between launches) and sees every partial of the row after the call. Whole CTA of
-// NT threads; s_last: one int of shared memory.
-template <int NT>
+// zero between launches) and sees every partial of the row after the call. Called by NT
+// threads (thread 0 of the CTA among them) that sync with barrier ID (sync_threads);
+// s_last: one int of shared memory.
+template <int NT, int ID = 0>
 __device__ __forceinline__ bool last_cta_arrive(unsigned *counters, int r, int g, int G, int nsplit, int *s_last) {
   __threadfence();
-  __syncthreads();
+  sync_threads<NT, ID>();
   if (threadIdx.x == 0) {
     unsigned *c = counters + (long long)r * G + g;
     const unsigned old = atomicAdd(c, 1u);
@@ -262,22 +274,22 @@ __device__ __forceinline__ bool last_cta_arrive(unsigned *counters, int r, int g
     if (last) atomicExch(c, 0u);
     *s_last = last;
   }
-  __syncthreads();
+  sync_threads<NT, ID>();
   const bool last = *s_last != 0;
   if (last) __threadfence();
   return last;
 }
 
 // The same, and the last CTA merges the n partials (slots slot0..) of row r for heads
-// [h0, h1) with combine_heads (one warp per head).
-template <int NT>
+// [h0, h1) with combine_heads (one warp per head; threads 0 .. NT - 1).
+template <int NT, int ID = 0>
 __device__ __forceinline__ void last_cta_merge(unsigned *counters, const float *part_o, const float *part_lse,
                                                __nv_bfloat16 *out, float *lse, int r, int qh, int h0, int h1,
                                                int g, int G, int slot0, int nsplit, int *s_last) {
   const int tid = threadIdx.x;
-  if (last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
+  if (last_cta_arrive<NT, ID>(counters, r, g, G, nsplit, s_last))
     combine_heads(part_o, part_lse, out, lse, r, qh, h0, h1, slot0, nsplit, tid >> 5, NT / 32, tid & 31);
-  __syncthreads();
+  sync_threads<NT, ID>();
 }
 
 }  // namespace cgrt_mla

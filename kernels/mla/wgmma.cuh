@@ -1,5 +1,5 @@
 /* Building blocks of the wgmma MLA split kernels (kernels/mla/split_t64.cu,
- * kernels/mla/split_m64_wgmma.cu): the shared-memory layout of Q, the KV stages and P, the
+ * kernels/mla/m64.cuh, split_m64_ws.cu): the shared-memory layout of Q, the KV stages and P, the
  * wgmma descriptors, and the tile products with an mma.sync fallback over the same layout.
  *
  * Layout (all three operands): a matrix of R rows (heads or tokens) x C bf16 columns is
@@ -31,7 +31,7 @@
 // Parameters of every split kernel, in the order kernels/mla/plan.c passes them (one
 // launch serves all of them; the C reference reads them in this order too). causal: the
 // rows' lengths are causal over bl (cgrt__mla_row_len); mk > 0 (the kernels that run a
-// block's rows together, kernels/mla/split_m64_wgmma.cu): each "row" is a request whose
+// block's rows together, kernels/mla/split_m64_ws.cu): each "row" is a request whose
 // qh query rows are mk block rows of qh / mk heads, block row i seeing
 // cgrt__mla_row_len(len, cap, i, mk, 1) tokens; 0 elsewhere. kv_scale: the kernels of an
 // FP8 e4m3 cache (kv holds bytes, value = e4m3 x kv_scale); the bf16 kernels ignore it.
@@ -152,6 +152,57 @@ __device__ __forceinline__ void wgmma_m64n256_kmn(float (&d)[128], uint64_t da, 
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(da), "l"(db), "r"(scale_d));
 }
+
+// The same descriptor with the 64-byte swizzle (rows of 64 B, 8-row atoms of 512 B: chunk
+// j of row r at r * 64 + ((j ^ ((r >> 1) & 3)) << 4)); kernels/mla/split_m64_ws.cu keeps P
+// (64 rows x 32 tokens) so in 4 KB.
+__device__ __forceinline__ uint64_t make_desc_sw64(uint32_t addr, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (2ull << 62);
+}
+
+// D[64 x 32] (+)= A[64 x 16] . B[16 x 32], both K-major from shared memory.
+__device__ __forceinline__ void wgmma_m64n32_kk(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// Registers per thread of the calling warpgroup (sm_90a; every thread of it calls).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// mbarriers in shared memory (addr: a shared address, 8-byte aligned).
+__device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+// Arrives on the barrier when every cp.async this thread issued before has landed,
+// without raising the expected count (the barrier counts these arrivals at init).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
 #else
 using cgrt_mla::ldsm_x4;
 using cgrt_mla::ldsm_x4_t;
@@ -245,6 +296,36 @@ __device__ __forceinline__ void mma_pv_issue(float (&o)[128], uint32_t p_s, uint
   }
 #endif
 }
+#if CGRT_WG_HAS_WGMMA
+// wgmma only (kernels/mla/split_m64_ws.cu, whose fallback is kernels/mla/m64.cuh):
+// S[64 x 32] = Q[64 x 576] . K[32 x 576]^T, q_s = Q (9 blocks of kQBlock), k_s = a KV stage
+// (blocks kKBlock apart); one commit group.
+__device__ __forceinline__ void mma_qk32_issue(float (&s)[16], uint32_t q_s, uint32_t k_s) {
+  const uint64_t da0 = make_desc(q_s, 16, 1024), db0 = make_desc(k_s, 16, 1024);
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ks++) {
+    const uint64_t da = da0 + (uint64_t)((((ks >> 2) * kQBlock) + (ks & 3) * 32) >> 4);
+    const uint64_t db = db0 + (uint64_t)((((ks >> 2) * kKBlock) + (ks & 3) * 32) >> 4);
+    wgmma_m64n32_kk(s, da, db, ks > 0);
+  }
+  wg_commit();
+  fence_regs(s);
+}
+// O[64 x 256] += P[64 x 32] . V[32 x 256]: P K-major with the 64-byte swizzle (4 KB at
+// p_s), v_s the first of 4 column blocks of a KV stage (as mma_pv_issue); one commit group.
+__device__ __forceinline__ void mma_pv_sw64_issue(float (&o)[128], uint32_t p_s, uint32_t v_s) {
+  const uint64_t da0 = make_desc_sw64(p_s, 512), db0 = make_desc(v_s, kKBlock, 1024);
+  fence_regs(o);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTS / 16; kk++)
+    wgmma_m64n256_kmn(o, da0 + (uint64_t)((kk * 32) >> 4), db0 + (uint64_t)((kk * 16 * 128) >> 4), 1);
+  wg_commit();
+  fence_regs(o);
+}
+#endif
+
 // Waits for every wgmma group of this warpgroup (no-op on the fallback) and pins d.
 template <int N>
 __device__ __forceinline__ void mma_wait_all(float (&d)[N]) {

@@ -3,7 +3,7 @@
 // (cgrt_mla_options.causal: row i of a block sees seq_len - (k - 1 - i) tokens, at least
 // 0), on both paths of the plan: the rows apart (one row per CTA row, kv_shared 0) and a
 // block's rows together (kv_shared 1: up to 64 query rows = block rows x heads of one
-// request per CTA, cgrt_mla_split_m64_wgmma, or cgrt_mla_split_m64_causal for causal
+// request per CTA, cgrt_mla_split_m64_ws, or cgrt_mla_split_m64_ws_causal for causal
 // rows). Heads 16/32/64/128 and a generic count, k 1..8, page sizes 16/32/64, ragged and
 // zero lengths (shorter than the block too), padding rows, both merges and AUTO, steps
 // smaller than the plan, and every launch bitwise equal (check() launches twice).
@@ -42,7 +42,7 @@ class MlaBlock : public Harness {
     const int shared = expect_shared(c.block_len, q);
     EXPECT_EQ(last_info_.kv_shared, shared) << what;
     if (shared) {
-      const std::string k = c.causal ? "cgrt_mla_split_m64_causal" : "cgrt_mla_split_m64_wgmma";
+      const std::string k = c.causal ? "cgrt_mla_split_m64_ws_causal" : "cgrt_mla_split_m64_ws";
       EXPECT_EQ(std::string(last_info_.split_kernel), k) << what;
       EXPECT_EQ(last_info_.heads_per_cta, std::min(64, c.block_len * q)) << what;
     }
@@ -134,7 +134,7 @@ TEST_F(MlaBlock, ManyRequestsDcpOneRequest) {
   std::mt19937 rng(9);
   for (int causal : {0, 1}) {
     Case c;
-    c.reqs = 260;  // more than the split kernel's 256 threads
+    c.reqs = 390;  // more than the split kernel's 384 threads
     c.block_len = 4;
     c.heads = 16;
     c.causal = causal;

@@ -240,7 +240,7 @@ TEST_F(Mla, KvCachePast2To31Elements) {
 }
 
 // Ranges in use rounded down to a multiple of rows (the kernels whose table row says
-// aligned: cgrt_mla_split_t64) or not (cgrt_mla_split_m64_wgmma), with padding rows,
+// aligned: cgrt_mla_split_t64) or not (cgrt_mla_split_m64_ws), with padding rows,
 // block rows, DCP, page sizes, the fused and the separate schedule; three launches per
 // case.
 TEST_F(Mla, RangeShapes) {
@@ -342,7 +342,7 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
     EXPECT_EQ(info.head_groups, (x.heads + x.per_cta - 1) / x.per_cta) << x.heads;
     // The split kernel is the table's for that many heads per CTA.
     ASSERT_NE(info.split_kernel, nullptr);
-    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 16 ? "cgrt_mla_split_m64_wgmma" : "cgrt_mla_split_t64")
+    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 16 ? "cgrt_mla_split_m64_ws" : "cgrt_mla_split_t64")
         << x.heads;
     cgrt_mla_plan_destroy(p);
   }
@@ -394,7 +394,7 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
     if (ri.sm_count == 132 && k == "cgrt_mla_split_t64" && heads == 16) {
       EXPECT_EQ(info.counters_min_rows, 14);
     }
-    if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_wgmma" && heads == 128) {
+    if (ri.sm_count == 132 && k == "cgrt_mla_split_m64_ws" && heads == 128) {
       EXPECT_EQ(info.counters_min_rows, 27);
     }
     cgrt_mla_plan_destroy(p);

@@ -1,4 +1,4 @@
-// cgrt_mla_split_m64_wgmma (kernels/mla/split_m64_wgmma.cu): the 64-heads-per-CTA path
+// cgrt_mla_split_m64_ws (kernels/mla/split_m64_ws.cu): the 64-heads-per-CTA path
 // (48, 64, 128 query heads) through the public API against an fp32 host reference, with
 // both combine strategies. On the emulation (CI) the m64 C
 // reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
@@ -11,7 +11,7 @@ using namespace mla_test;
 
 class MlaWgmma : public SplitHarness {
  protected:
-  void SetUp() override { start("cgrt_mla_split_m64_wgmma"); }
+  void SetUp() override { start("cgrt_mla_split_m64_ws"); }
   unsigned case_seed(const Case &c) const override {
     return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -75,19 +75,22 @@ TEST_F(MlaWgmma, MixedLengthsAndPadding) {
   }
 }
 
-// More rows than the kernel's 256 threads: the schedule kernel runs before the split.
+// More rows than the serial kernel's 256 threads, up to the kernel's 384 (the split
+// kernel schedules itself over 384 threads), and more (the schedule kernel runs before
+// the split).
 TEST_F(MlaWgmma, RowsPastBlockSize) {
   std::mt19937 rng(5);
-  for (cgrt_mla_combine cb : kBoth) {
-    Case c = m64_case();
-    c.reqs = 260;
-    c.heads = 64;
-    c.page_size = 16;
-    c.lens = mixed(c.reqs, emulated_ ? 40 : 96, rng, true);
-    c.combine = cb;
-    c.launches = 3;
-    check(c, cb ? "260 rows counters" : "260 rows workspace");
-  }
+  for (int reqs : {300, 390})
+    for (cgrt_mla_combine cb : kBoth) {
+      Case c = m64_case();
+      c.reqs = reqs;
+      c.heads = 64;
+      c.page_size = 16;
+      c.lens = mixed(c.reqs, emulated_ ? 40 : 96, rng, true);
+      c.combine = cb;
+      c.launches = 3;
+      check(c, std::to_string(reqs) + (cb ? " rows counters" : " rows workspace"));
+    }
 }
 
 TEST_F(MlaWgmma, KvCachePast2To31Elements) {
@@ -101,7 +104,7 @@ TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
     const bool m64 = info.heads_per_cta > 16;
-    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_wgmma", m64) << h << ": " << info.split_kernel;
+    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_ws", m64) << h << ": " << info.split_kernel;
     cgrt_mla_plan_destroy(p);
   }
 }

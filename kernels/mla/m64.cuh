@@ -1,17 +1,23 @@
-// MLA decode split kernels for 17 to 64 query heads per CTA on wgmma (sm_90a):
-// cgrt_mla_split_m64_wgmma, and cgrt_mla_split_m64_causal for causal verify blocks whose
-// rows run together (per-row lengths, BLOCK below). Same parameters, schedule, ranges, partial slots and
-// last-CTA counter merge as every split kernel (kernels/mla/split.cuh), so the schedule
-// and combine kernels and the C reference (kernels/mla/ref.c) serve them all.
-// Host side: kernels/mla/plan.c; design: docs/mla_decode.md.
+// The serial 64-row MLA split body (17 to 64 query rows per CTA): the former kernel
+// cgrt_mla_split_m64_wgmma, now the body of cgrt_mla_split_m64_ws / _ws_causal
+// (kernels/mla/split_m64_ws.cu) where the fatbin has no sm_90a code (compute_90 PTX:
+// CUDA_FORCE_PTX_JIT=1, GPUs past sm_90). Same parameters, schedule, ranges, partial
+// slots and last-CTA counter merge as every split kernel (kernels/mla/split.cuh), so the
+// schedule and combine kernels and the C reference (kernels/mla/ref.c) serve it.
+// Design: docs/mla_decode.md.
 //
-// CTA = 2 warpgroups (256 threads), 1 CTA per SM. Per row segment, Q (64 heads x 576)
-// sits in shared memory; KV tiles of 32 tokens stream through a 3-stage cp.async
-// pipeline. Per stage, warpgroup w computes S_w = Q . K[16w .. 16w+15]^T (wgmma
-// m64n16k16 x 36, no S exchange), the two warpgroups swap only their 64 row maxima,
-// write P (bf16) to shared memory, and each accumulates O[:, 256w .. 256w+255] +=
-// P . V (wgmma m64n256k16 x 2, V = the first 512 columns of the same stage, MN-major).
+// Two compute warpgroups (threads 0..255). Per row segment, Q (64 heads x 576) sits in
+// shared memory; KV tiles of 32 tokens stream through a 3-stage cp.async pipeline. Per
+// stage, warpgroup w computes S_w = Q . K[16w .. 16w+15]^T (wgmma m64n16k16 x 36, or its
+// mma.sync form; no S exchange), the two warpgroups swap only their 64 row maxima, write
+// P (bf16) to shared memory, and each accumulates O[:, 256w .. 256w+255] += P . V (V = the
+// first 512 columns of the same stage, MN-major). NT = 384 (the ws kernels' block): the
+// third warpgroup takes its share of the copies, the schedule and the counters merge and
+// joins every CTA barrier, nothing else.
 // Shared-memory layouts and the wgmma / mma.sync building blocks: kernels/mla/wgmma.cuh.
+#ifndef CGRT_KERNELS_MLA_M64_CUH
+#define CGRT_KERNELS_MLA_M64_CUH
+
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -19,9 +25,9 @@
 #include "kernels/mla/split.cuh"
 #include "kernels/mla/wgmma.cuh"
 
-typedef __nv_bfloat16 bf16;
+namespace cgrt_m64 {
 
-namespace {
+typedef __nv_bfloat16 bf16;
 
 using namespace cgrt_wg;
 using cgrt_mla::ex2;
@@ -31,25 +37,72 @@ using cgrt_mla::part_of;
 constexpr int D = CGRT_MLA_D;   // 576
 constexpr int DV = CGRT_MLA_DV; // 512
 constexpr int TN = CGRT_MLA_TILE;
-constexpr int NT = 256;         // threads
+constexpr int NC = 256;         // compute threads (two warpgroups)
 constexpr int CHUNKS = D / 8;   // 16-byte chunks per token
 constexpr int STAGES = 3;       // KV stages of 32 tokens
-// Dynamic shared memory: 1 KB of alignment slack, Q, the KV stages, P, then the small
-// arrays (row maxima / sums of both warpgroups, fused schedule, flags).
-constexpr int SMALL_BYTES = 2 * 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
-constexpr int kBytes = 1024 + kQBytes + STAGES * kStageBytes + kPBytes + SMALL_BYTES;
-static_assert(kBytes == CGRT_MLA_M64_WGMMA_SMEM, "the kernel table passes CGRT_MLA_M64_WGMMA_SMEM");
-static_assert(kBytes <= 227 * 1024, "one CTA per SM");
+// Dynamic shared memory for a block of NT threads: 1 KB of alignment slack, Q, the KV
+// stages, P, then the small arrays (row maxima / sums of both warpgroups, fused schedule,
+// flags).
+template <int NT>
+constexpr int smem_bytes() {
+  return 1024 + kQBytes + STAGES * kStageBytes + kPBytes + 2 * 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
+}
+static_assert(smem_bytes<384>() <= 227 * 1024, "one CTA per SM");
 
-// BLOCK = 1 (cgrt_mla_split_m64_causal): each "row" is a request whose qh query rows are
+// The end of a row segment in a compute thread of the 64-row kernels (accumulator rows
+// hrow0 / hrow1, valid v0 / v1; l0, l1: the rows' sums over all tokens, m0, m1: their
+// maxima, log2 domain): O / l and the natural-log LSE, to out / lse when one range holds
+// the row (nsplit 1), else as the partial of slot r + p. Columns 256 wg .. 256 wg + 255.
+template <int BLOCK>
+__device__ __forceinline__ void store_rows(const float (&o)[128], float l0, float l1, float m0, float m1, int wg,
+                                           int t4, int hrow0, int hrow1, bool v0, bool v1, int r, int qh, int nsplit,
+                                           int p, bf16 *__restrict__ out, float *__restrict__ lse,
+                                           float *__restrict__ part_o, float *__restrict__ part_lse) {
+  float i0 = 1.f / l0, i1 = 1.f / l1;
+  float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
+  float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
+  if (BLOCK) { // a row without tokens here: output (or partial) 0, LSE -inf
+    if (!(l0 > 0.f)) { i0 = 0.f; lse0 = -INFINITY; }
+    if (!(l1 > 0.f)) { i1 = 0.f; lse1 = -INFINITY; }
+  }
+  const int c0 = wg * 256 + 2 * t4;
+  if (nsplit == 1) {
+    bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + c0;
+    bf16 *o1 = o0 + 8 * DV;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      if (v0) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
+      if (v1) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (v0) lse[(long long)r * qh + hrow0] = lse0;
+      if (v1) lse[(long long)r * qh + hrow1] = lse1;
+    }
+  } else {
+    const long long slot = (long long)r + p;
+    float *o0 = part_o + (slot * qh + hrow0) * DV + c0;
+    float *o1 = o0 + 8 * DV;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+      if (v0) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
+      if (v1) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
+    }
+    if (wg == 0 && t4 == 0) {
+      if (v0) part_lse[slot * qh + hrow0] = lse0;
+      if (v1) part_lse[slot * qh + hrow1] = lse1;
+    }
+  }
+}
+
+// BLOCK = 1 (cgrt_mla_split_m64_ws_causal): each "row" is a request whose qh query rows are
 // mk causal block rows of qh / mk heads (the plan runs a block's rows together so that
 // each KV tile is read once per request); query row h sees
 // cgrt__mla_row_len(len, cap, h / (qh / mk), mk, 1) tokens, len being the request's.
 // Rows may then see no token of a stage, a segment or the whole request: their maxima
 // stay -inf (exponents taken against 0), their sums 0, and they leave output 0 / LSE
 // -inf (a partial of LSE -inf weighs 0 in both merges).
-template <int BLOCK>
-__device__ __forceinline__ void split_m64_wgmma(
+template <int BLOCK, int NT>
+__device__ __forceinline__ void split_m64_serial(
     const bf16 *__restrict__ q, const bf16 *__restrict__ kv, const int *__restrict__ bt,
     const int *__restrict__ meta, bf16 *__restrict__ out, float *__restrict__ lse, float *__restrict__ part_o,
     float *__restrict__ part_lse, unsigned *__restrict__ counters, int rows, int qh, int hg, int P, int mbps,
@@ -73,6 +126,8 @@ __device__ __forceinline__ void split_m64_wgmma(
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = tid >> 7, wi = warp & 3;
+  static_assert(NT == NC || NT == NC + 128, "two compute warpgroups, at most one more");
+  const bool compute = NT == NC || wg < 2; // the third warpgroup (NT 384) copies and waits
   const int gq = lane >> 2, t4 = lane & 3;
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
 
@@ -197,7 +252,7 @@ __device__ __forceinline__ void split_m64_wgmma(
         s_red[wg * 64 + tr0] = mx0;
         s_red[wg * 64 + tr1] = mx1;
       }
-      bar_named(1, NT);
+      bar_named(1, NC);
       mx0 = fmaxf(mx0, s_red[(wg ^ 1) * 64 + tr0]);
       mx1 = fmaxf(mx1, s_red[(wg ^ 1) * 64 + tr1]);
       float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
@@ -233,7 +288,7 @@ __device__ __forceinline__ void split_m64_wgmma(
         st_shared_u32(s_p + swz(tr1, chunk) + 4 * t4, pack_bf16(s[4 * j + 2], s[4 * j + 3]));
       }
       fence_proxy_async();
-      bar_named(2, NT);
+      bar_named(2, NC);
     };
 
     // Per stage S, softmax, P.V in turn; loads two stages ahead.
@@ -243,18 +298,20 @@ __device__ __forceinline__ void split_m64_wgmma(
       __syncthreads(); // stage it landed for all; every warpgroup is done with stage it - 1
       const uint32_t sk = s_kv + (it % STAGES) * kStageBytes;
       float s[8];
-      mma_qk_issue(s, s_q, sk + wg * 16 * 128);
+      if (compute) mma_qk_issue(s, s_q, sk + wg * 16 * 128);
       {
         // Refill stage it - 1 while the tensor cores work (its block-table lookups too).
         const int nx = it + STAGES - 1;
         if (nx < n) load_tile(ja + nx, nx % STAGES);
         cp_commit();
       }
-      mma_qk_wait(s);
-      float mx0, mx1;
-      softmax1(s, it, mx0, mx1);
-      softmax2(s, mx0, mx1);
-      mma_pv(o, s_p, sk + wg * 4 * kKBlock);
+      if (compute) {
+        mma_qk_wait(s);
+        float mx0, mx1;
+        softmax1(s, it, mx0, mx1);
+        softmax2(s, mx0, mx1);
+        mma_pv(o, s_p, sk + wg * 4 * kKBlock);
+      }
     }
     cp_wait<0>();
     __syncthreads(); // Q and the stages free for the next segment
@@ -264,63 +321,27 @@ __device__ __forceinline__ void split_m64_wgmma(
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    if (t4 == 0) {
+    if (compute && t4 == 0) {
       s_red[wg * 64 + tr0] = l0;
       s_red[wg * 64 + tr1] = l1;
     }
     __syncthreads();
-    l0 += s_red[(wg ^ 1) * 64 + tr0];
-    l1 += s_red[(wg ^ 1) * 64 + tr1];
-    float i0 = 1.f / l0, i1 = 1.f / l1;
-    float lse0 = (m0 + __log2f(l0)) * 0.6931471805599453f;
-    float lse1 = (m1 + __log2f(l1)) * 0.6931471805599453f;
-    if (BLOCK) { // a row without tokens here: output (or partial) 0, LSE -inf
-      if (!(l0 > 0.f)) { i0 = 0.f; lse0 = -INFINITY; }
-      if (!(l1 > 0.f)) { i1 = 0.f; lse1 = -INFINITY; }
-    }
-    const int c0 = wg * 256 + 2 * t4;
-    if (nsplit == 1) {
-      bf16 *o0 = out + ((long long)r * qh + hrow0) * DV + c0;
-      bf16 *o1 = o0 + 8 * DV;
-#pragma unroll
-      for (int j = 0; j < 32; j++) {
-        if (v0) *reinterpret_cast<uint32_t *>(o0 + j * 8) = pack_bf16(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
-        if (v1) *reinterpret_cast<uint32_t *>(o1 + j * 8) = pack_bf16(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
-      }
-      if (wg == 0 && t4 == 0) {
-        if (v0) lse[(long long)r * qh + hrow0] = lse0;
-        if (v1) lse[(long long)r * qh + hrow1] = lse1;
-      }
-    } else {
-      const long long slot = (long long)r + p;
-      float *o0 = part_o + (slot * qh + hrow0) * DV + c0;
-      float *o1 = o0 + 8 * DV;
-#pragma unroll
-      for (int j = 0; j < 32; j++) {
-        if (v0) *reinterpret_cast<float2 *>(o0 + j * 8) = make_float2(o[4 * j + 0] * i0, o[4 * j + 1] * i0);
-        if (v1) *reinterpret_cast<float2 *>(o1 + j * 8) = make_float2(o[4 * j + 2] * i1, o[4 * j + 3] * i1);
-      }
-      if (wg == 0 && t4 == 0) {
-        if (v0) part_lse[slot * qh + hrow0] = lse0;
-        if (v1) part_lse[slot * qh + hrow1] = lse1;
-      }
-      if (counters != nullptr) {
+    if (!compute) { // the third warpgroup: only the counters merge below
+      if (nsplit > 1 && counters != nullptr)
         cgrt_mla::last_cta_merge<NT>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
                                      nsplit, s_last);
-      }
+      continue;
     }
+    l0 += s_red[(wg ^ 1) * 64 + tr0];
+    l1 += s_red[(wg ^ 1) * 64 + tr1];
+    store_rows<BLOCK>(o, l0, l1, m0, m1, wg, t4, hrow0, hrow1, v0, v1, r, qh, nsplit, p, out, lse, part_o,
+                      part_lse);
+    if (nsplit > 1 && counters != nullptr)
+      cgrt_mla::last_cta_merge<NT>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_end, g, G, r + pf,
+                                   nsplit, s_last);
   }
 }
 
-} // namespace
+} // namespace cgrt_m64
 
-// 17 to 64 query heads per CTA: S, softmax, P.V in turn per 32-token stage, 3 stages,
-// copy loop unrolled.
-extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_wgmma(CGRT_WG_PARAMS) {
-  split_m64_wgmma<0>(CGRT_WG_ARGS);
-}
-// The same for causal verify blocks run together: 17 to 64 query rows (block rows x
-// heads) of one request per CTA, per-row lengths (BLOCK above).
-extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_m64_causal(CGRT_WG_PARAMS) {
-  split_m64_wgmma<1>(CGRT_WG_ARGS);
-}
+#endif
