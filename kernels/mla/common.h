@@ -38,12 +38,12 @@
 #define CGRT_MLA_MIN_TILES_ONE_ROW 2
 
 /* Rows of a block run together (cgrt_mla_plan_info.kv_shared) only when the block has at
- * least this many query rows (block_len x q_heads: the 64-row kernels take them) and the
- * rows apart would read each KV tile at least CGRT_MLA_SHARE_MIN_READS times per request
- * (block_len x head groups): a 64-row CTA costs about 1.8 reads of the 16-head kernel
- * (H200: 149 us against 132 us for two reads at (32, 16, 8192), k 2; docs/mla_decode.md). */
+ * least this many query rows (block_len x q_heads: the 64-row kernels take them) and that
+ * reads each KV tile fewer times per request than the rows apart (block_len x head
+ * groups): with the warp-specialised 64-row kernel one CTA of 32 query rows costs less
+ * than two reads of the 16-head kernel (H200: 100.2 against 134.1 us at (32, 16, 8192),
+ * k 2; docs/mla_decode.md). */
 #define CGRT_MLA_SHARE_MIN_ROWS 17
-#define CGRT_MLA_SHARE_MIN_READS 3
 
 /* The KV length of row r of a step (every kernel, the schedule and the C references use
  * this one copy): the request's seq_len clamped to [0, cap]; causal rows (row kind

@@ -161,18 +161,17 @@ static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, 
 /* Rows of a block together (kv_shared): with k = block_len >= 2, a CTA takes up to 64 of
  * a request's k x q_heads query rows (groups of 64, the last partly masked) on the
  * 64-row kernels, where that reads the KV fewer times than the rows apart
- * (ceil(k q_heads / 64) < k x head groups), the rows apart would read it at least
- * CGRT_MLA_SHARE_MIN_READS times, and the block has at least CGRT_MLA_SHARE_MIN_ROWS
- * query rows; causal rows need a kernel of role CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row
- * lengths). An FP8 cache keeps the rows apart (no 64-row FP8 kernel). Figures:
- * docs/mla_decode.md. */
+ * (ceil(k q_heads / 64) < k x head groups) and the block has at least
+ * CGRT_MLA_SHARE_MIN_ROWS query rows; causal rows need a kernel of role
+ * CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row lengths). An FP8 cache keeps the rows apart (no
+ * 64-row FP8 kernel). Figures: docs/mla_decode.md. */
 static void block_rule(cgrt_mla_plan *p) {
   const int k = p->o.block_len;
   if (k < 2 || p->o.kv_dtype != CGRT_MLA_KV_BF16) return;
   const long long kh = (long long)k * p->q_heads;
   const long long groups = (kh + 63) / 64;
   const long long reads = (long long)k * p->groups; /* per request, the rows apart */
-  if (kh < CGRT_MLA_SHARE_MIN_ROWS || reads < CGRT_MLA_SHARE_MIN_READS || groups >= reads) return;
+  if (kh < CGRT_MLA_SHARE_MIN_ROWS || groups >= reads) return;
   if (p->o.causal && !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), p->o.page_size, CGRT__MLA_KV_BF16))
     return;
   p->unit = k;
