@@ -49,6 +49,64 @@ constexpr int smem_bytes() {
 }
 static_assert(smem_bytes<384>() <= 227 * 1024, "one CTA per SM");
 
+// A thread's share of an m64 accumulator (S or O) holds two rows, tr0 and tr1:
+// d[4 j + 0..1] belong to row tr0, d[4 j + 2..3] to row tr1. The helpers below work on
+// that layout for both 64-row bodies.
+// d *= a0 on row tr0 and a1 on row tr1 (the rescale of O by a new running maximum).
+template <int N>
+__device__ __forceinline__ void scale_rows(float (&d)[N], float a0, float a1) {
+#pragma unroll
+  for (int j = 0; j < N / 4; j++) {
+    d[4 * j + 0] *= a0; d[4 * j + 1] *= a0; d[4 * j + 2] *= a1; d[4 * j + 3] *= a1;
+  }
+}
+// s = exp2(s - m) per row (P from S); rs0 / rs1: this thread's sums of each row.
+template <int N>
+__device__ __forceinline__ void exp_rows(float (&s)[N], float m0, float m1, float &rs0, float &rs1) {
+  rs0 = 0.f;
+  rs1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < N / 4; j++) {
+    s[4 * j + 0] = cgrt_mla::ex2(s[4 * j + 0] - m0);
+    s[4 * j + 1] = cgrt_mla::ex2(s[4 * j + 1] - m0);
+    s[4 * j + 2] = cgrt_mla::ex2(s[4 * j + 2] - m1);
+    s[4 * j + 3] = cgrt_mla::ex2(s[4 * j + 3] - m1);
+    rs0 += s[4 * j + 0] + s[4 * j + 1];
+    rs1 += s[4 * j + 2] + s[4 * j + 3];
+  }
+}
+// Scales S by sl2 (log2 domain), masks token columns past len0 (row tr0) / len1 (row
+// tr1) to -inf (column 8 j + e of this thread is token tok0 + 8 j + e) and returns the
+// rows' maxima over the quad (mx0 / mx1).
+template <int N>
+__device__ __forceinline__ void mask_max(float (&s)[N], int tok0, int len0, int len1, float sl2, float &mx0,
+                                         float &mx1) {
+  mx0 = -INFINITY;
+  mx1 = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < N / 4; j++) {
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const bool ok0 = tok0 + 8 * j + e < len0, ok1 = tok0 + 8 * j + e < len1;
+      s[4 * j + e] = ok0 ? s[4 * j + e] * sl2 : -INFINITY;
+      s[4 * j + 2 + e] = ok1 ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+      mx0 = fmaxf(mx0, s[4 * j + e]);
+      mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+    }
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+}
+// Sums l0 / l1 over the quad of lanes (lane & ~3 .. lane | 3) that holds the two rows.
+__device__ __forceinline__ void quad_sum(float &l0, float &l1) {
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+}
+
 // The end of a row segment in a compute thread of the 64-row kernels (accumulator rows
 // hrow0 / hrow1, valid v0 / v1; l0, l1: the rows' sums over all tokens, m0, m1: their
 // maxima, log2 domain): O / l and the natural-log LSE, to out / lse when one range holds
@@ -226,24 +284,7 @@ __device__ __forceinline__ void split_m64_serial(
     // writes P(it) (bf16) to shared memory, visible to both warpgroups after bar 2.
     // O must not be in flight in part 2.
     auto softmax1 = [&](float (&s)[8], int it, float &mx0, float &mx1) {
-      const int tok0 = (ja + it) * kTS + wg * 16 + 2 * t4;
-      mx0 = -INFINITY;
-      mx1 = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const bool ok0 = tok0 + 8 * j + e < len0, ok1 = tok0 + 8 * j + e < len1;
-          s[4 * j + e] = ok0 ? s[4 * j + e] * sl2 : -INFINITY;
-          s[4 * j + 2 + e] = ok1 ? s[4 * j + 2 + e] * sl2 : -INFINITY;
-          mx0 = fmaxf(mx0, s[4 * j + e]);
-          mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
-        }
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      mask_max(s, (ja + it) * kTS + wg * 16 + 2 * t4, len0, len1, sl2, mx0, mx1);
     };
     auto softmax2 = [&](float (&s)[8], float mx0, float mx1) {
       // Tokens 0-15 of a stage always hold one below len: the merged maximum is finite
@@ -264,22 +305,11 @@ __device__ __forceinline__ void split_m64_serial(
         mn0 = mn0 == -INFINITY ? 0.f : mn0;
         mn1 = mn1 == -INFINITY ? 0.f : mn1;
       }
-      float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-        s[4 * j + 0] = ex2(s[4 * j + 0] - mn0);
-        s[4 * j + 1] = ex2(s[4 * j + 1] - mn0);
-        s[4 * j + 2] = ex2(s[4 * j + 2] - mn1);
-        s[4 * j + 3] = ex2(s[4 * j + 3] - mn1);
-        rs0 += s[4 * j + 0] + s[4 * j + 1];
-        rs1 += s[4 * j + 2] + s[4 * j + 3];
-      }
+      float rs0, rs1;
+      exp_rows(s, mn0, mn1, rs0, rs1);
       l0 = l0 * al0 + rs0;
       l1 = l1 * al1 + rs1;
-#pragma unroll
-      for (int j = 0; j < 32; j++) {
-        o[4 * j + 0] *= al0; o[4 * j + 1] *= al0; o[4 * j + 2] *= al1; o[4 * j + 3] *= al1;
-      }
+      scale_rows(o, al0, al1);
       // P (bf16) columns 16 wg .. 16 wg + 15 of the 64 x 32 tile.
 #pragma unroll
       for (int j = 0; j < 2; j++) {
@@ -317,10 +347,7 @@ __device__ __forceinline__ void split_m64_serial(
     __syncthreads(); // Q and the stages free for the next segment
 
     // Row sums: this thread's quad, then the other warpgroup's half of the tokens.
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    quad_sum(l0, l1);
     if (compute && t4 == 0) {
       s_red[wg * 64 + tr0] = l0;
       s_red[wg * 64 + tr1] = l1;

@@ -52,6 +52,9 @@ namespace {
 using namespace cgrt_wg;
 using cgrt_mla::ex2;
 using cgrt_mla::pack_bf16;
+using cgrt_m64::mask_max;
+using cgrt_m64::quad_sum;
+using cgrt_m64::scale_rows;
 typedef __nv_bfloat16 bf16;
 
 [[maybe_unused]] constexpr int D = CGRT_MLA_D; // 576
@@ -241,23 +244,8 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
         const uint32_t sk = stage(k), sp = sk + 8 * kKBlock; // P: the tile's rope columns
         const int par = (k & 1) * 64;
         if (k + 2 >= n) mbar_arrive(bar_qempty); // this warpgroup's last S done: Q free
-        const int tok0 = (sg.ja + k) * kTS + 2 * t4;
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const int tk = tok0 + 8 * j + e;
-            s[4 * j + e] = tk < len0 ? s[4 * j + e] * sl2 : -INFINITY;
-            s[4 * j + 2 + e] = tk < len1 ? s[4 * j + 2 + e] * sl2 : -INFINITY;
-            mx0 = fmaxf(mx0, s[4 * j + e]);
-            mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
-          }
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float mx0, mx1;
+        mask_max(s, (sg.ja + k) * kTS + 2 * t4, len0, len1, sl2, mx0, mx1);
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         // Non-causal tiles always hold a token below len: the maximum is finite.
         const float me0 = BLOCK && mn0 == -INFINITY ? 0.f : mn0;
@@ -271,6 +259,8 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
           s_sc[par + tr0] = sc0;
           s_sc[par + tr1] = sc1;
         }
+        // P = exp2(S - m): m64.cuh's exp_rows with each pair stored as it is made (one
+        // loop: split in two it compiles to other sm_90a code than the one measured)
         float rs0 = 0.f, rs1 = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -290,10 +280,7 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
         if (k > 0) release(k - 1);
         l0 = l0 * sc0 + rs0;
         l1 = l1 * sc1 + rs1;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-          o[4 * j + 0] *= sc0; o[4 * j + 1] *= sc0; o[4 * j + 2] *= sc1; o[4 * j + 3] *= sc1;
-        }
+        scale_rows(o, sc0, sc1);
         mma_pv_sw64_issue(o, sp, sk + w * 4 * kKBlock);
         if (k + 2 < n) {
           wait_full(k + 2);
@@ -311,10 +298,7 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
         m1 = s_m[par + tr1];
         l0 *= sc0;
         l1 *= sc1;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-          o[4 * j + 0] *= sc0; o[4 * j + 1] *= sc0; o[4 * j + 2] *= sc1; o[4 * j + 3] *= sc1;
-        }
+        scale_rows(o, sc0, sc1);
         mma_pv_sw64_issue(o, sp, sk + w * 4 * kKBlock);
       };
       auto retire = [&](int k) { // every product of this warpgroup complete; tile k released
@@ -342,10 +326,7 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
       }
 
       // Row sums: this thread's quad, then the other warpgroup's tiles.
-      l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-      l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-      l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-      l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+      quad_sum(l0, l1);
       if (t4 == 0) {
         s_red[w * 64 + tr0] = l0;
         s_red[w * 64 + tr1] = l1;

@@ -203,6 +203,38 @@ __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+
+// The k loops of the products, one commit group each (callers below).
+// S[64 x N] = A[64 x 576] . B[N x 576]^T, N = 16 or 32, both K-major: da0 / db0 describe
+// the first k step; the 576 columns are 9 blocks of kQBlock (A) and kKBlock (B) bytes.
+template <int N>
+__device__ __forceinline__ void wgmma_qk_loop(float (&s)[N / 2], uint64_t da0, uint64_t db0) {
+  static_assert(N == 16 || N == 32, "S tiles of 16 or 32 tokens");
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < kD / 16; ks++) {
+    const uint64_t da = da0 + (uint64_t)((((ks >> 2) * kQBlock) + (ks & 3) * 32) >> 4);
+    const uint64_t db = db0 + (uint64_t)((((ks >> 2) * kKBlock) + (ks & 3) * 32) >> 4);
+    // The first k step overwrites S (scale_d = 0): no other instruction defines it.
+    if constexpr (N == 16)
+      wgmma_m64n16_kk(s, da, db, ks > 0);
+    else
+      wgmma_m64n32_kk(s, da, db, ks > 0);
+  }
+  wg_commit();
+  fence_regs(s);
+}
+// O[64 x 256] += P[64 x 32] . V[32 x 256]: da0 describes P's first 16 tokens, db0 the V
+// column blocks of a KV stage (MN-major).
+__device__ __forceinline__ void wgmma_pv_loop(float (&o)[128], uint64_t da0, uint64_t db0) {
+  fence_regs(o);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTS / 16; kk++)
+    wgmma_m64n256_kmn(o, da0 + (uint64_t)((kk * 32) >> 4), db0 + (uint64_t)((kk * 16 * 128) >> 4), 1);
+  wg_commit();
+  fence_regs(o);
+}
 #else
 using cgrt_mla::ldsm_x4;
 using cgrt_mla::ldsm_x4_t;
@@ -239,17 +271,7 @@ __device__ __forceinline__ void mma_kk_sync(float (&s)[8], FA a, FB b) {
 // everything in mma_qk_issue).
 __device__ __forceinline__ void mma_qk_issue(float (&s)[8], uint32_t q_s, uint32_t k_s) {
 #if CGRT_WG_HAS_WGMMA
-  // The first k step overwrites S (scale_d = 0): no other instruction defines it.
-  const uint64_t da0 = make_desc(q_s, 16, 1024), db0 = make_desc(k_s, 16, 1024);
-  wg_fence();
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ks++) {
-    const uint64_t da = da0 + (uint64_t)((((ks >> 2) * kQBlock) + (ks & 3) * 32) >> 4);
-    const uint64_t db = db0 + (uint64_t)((((ks >> 2) * kKBlock) + (ks & 3) * 32) >> 4);
-    wgmma_m64n16_kk(s, da, db, ks > 0);
-  }
-  wg_commit();
-  fence_regs(s);
+  wgmma_qk_loop<16>(s, make_desc(q_s, 16, 1024), make_desc(k_s, 16, 1024));
 #else
   mma_kk_sync(s, [&](int cb) { return q_s + cb * kQBlock; }, [&](int cb) { return k_s + cb * kKBlock; });
 #endif
@@ -269,14 +291,7 @@ __device__ __forceinline__ void mma_qk_wait(float (&s)[8]) {
 // mma_pv_wait or a wg_wait that covers the group), mma_pv does both.
 __device__ __forceinline__ void mma_pv_issue(float (&o)[128], uint32_t p_s, uint32_t v_s) {
 #if CGRT_WG_HAS_WGMMA
-  const uint64_t da0 = make_desc(p_s, 16, 1024), db0 = make_desc(v_s, kKBlock, 1024);
-  fence_regs(o);
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < kTS / 16; kk++)
-    wgmma_m64n256_kmn(o, da0 + (uint64_t)((kk * 32) >> 4), db0 + (uint64_t)((kk * 16 * 128) >> 4), 1);
-  wg_commit();
-  fence_regs(o);
+  wgmma_pv_loop(o, make_desc(p_s, 16, 1024), make_desc(v_s, kKBlock, 1024));
 #else
   const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
   const int ar = 16 * wi + (lane & 15), ac = lane >> 4;
@@ -301,28 +316,12 @@ __device__ __forceinline__ void mma_pv_issue(float (&o)[128], uint32_t p_s, uint
 // S[64 x 32] = Q[64 x 576] . K[32 x 576]^T, q_s = Q (9 blocks of kQBlock), k_s = a KV stage
 // (blocks kKBlock apart); one commit group.
 __device__ __forceinline__ void mma_qk32_issue(float (&s)[16], uint32_t q_s, uint32_t k_s) {
-  const uint64_t da0 = make_desc(q_s, 16, 1024), db0 = make_desc(k_s, 16, 1024);
-  wg_fence();
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ks++) {
-    const uint64_t da = da0 + (uint64_t)((((ks >> 2) * kQBlock) + (ks & 3) * 32) >> 4);
-    const uint64_t db = db0 + (uint64_t)((((ks >> 2) * kKBlock) + (ks & 3) * 32) >> 4);
-    wgmma_m64n32_kk(s, da, db, ks > 0);
-  }
-  wg_commit();
-  fence_regs(s);
+  wgmma_qk_loop<32>(s, make_desc(q_s, 16, 1024), make_desc(k_s, 16, 1024));
 }
 // O[64 x 256] += P[64 x 32] . V[32 x 256]: P K-major with the 64-byte swizzle (4 KB at
 // p_s), v_s the first of 4 column blocks of a KV stage (as mma_pv_issue); one commit group.
 __device__ __forceinline__ void mma_pv_sw64_issue(float (&o)[128], uint32_t p_s, uint32_t v_s) {
-  const uint64_t da0 = make_desc_sw64(p_s, 512), db0 = make_desc(v_s, kKBlock, 1024);
-  fence_regs(o);
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < kTS / 16; kk++)
-    wgmma_m64n256_kmn(o, da0 + (uint64_t)((kk * 32) >> 4), db0 + (uint64_t)((kk * 16 * 128) >> 4), 1);
-  wg_commit();
-  fence_regs(o);
+  wgmma_pv_loop(o, make_desc_sw64(p_s, 512), make_desc(v_s, kKBlock, 1024));
 }
 #endif
 
