@@ -89,11 +89,9 @@ verify) per emitted token; 10 iterations back to back, no host synchronization i
 """
 import argparse
 import contextlib
-import ctypes
 import datetime
 import gc
 import json
-import math
 import os
 import random
 import subprocess
@@ -115,6 +113,7 @@ from model import Exec, weight_bytes  # noqa: E402
 
 sys.path.insert(0, HERE)
 from floor import Floors  # noqa: E402
+from timing import gc_off  # noqa: E402
 
 RING = 4
 
@@ -384,24 +383,17 @@ def make_ring(eng, n, ctx, block_table_host, rng_seed):
     return ring
 
 
-def time_steps(be, stream, fn, iters, warm, deadline, pre=None):
-    """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed.
-    Python's garbage collector is off while they run (as timeit does, and as engines
-    freeze it around their decode loop), for every method alike."""
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        return _time_steps(be, stream, fn, iters, warm, deadline, pre)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 # How the host waits for each timed step (--wait): "poll" spins on an event query for the
 # whole step; "sleep-poll" sleeps through 80% of the previous step's latency first, then
 # spins (an engine does host work while its step runs rather than spin for all of it).
 WAIT = "poll"
+
+
+def time_steps(be, stream, fn, iters, warm, deadline, pre=None):
+    """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed.
+    The garbage collector is off while they run (timing.gc_off), for every method alike."""
+    with gc_off():
+        return _time_steps(be, stream, fn, iters, warm, deadline, pre)
 
 
 def _time_steps(be, stream, fn, iters, warm, deadline, pre):
@@ -705,7 +697,7 @@ def bench_spec(args, be, eng, stream, deadline, out):
             if time.perf_counter() > deadline or n > eng.Ss:
                 rows.append({"batch": n, "context": ctx, "skipped": "deadline" if n <= eng.Ss else "too large"})
                 continue
-            S, MB, page = eng.Ss, eng.MB, eng.page
+            S = eng.Ss
             L = torch.zeros(S, dtype=torch.int32)
             L[:n] = ctx
             P = torch.zeros(S, dtype=torch.int64)
@@ -836,32 +828,23 @@ def plots(out, folder):
         files.append(_finish_plot(plt, fig, ax, pts, "step latency p50 (ms)",
                                   f"DeepSeek-V2-Lite-shaped decode step, context {ctx}\n{gpu}",
                                   os.path.join(folder, f"latency_ctx{ctx}.png")))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for m in methods:
-        xs = sorted({p["batch"] for p in pts if m in p["methods"]})
-        ys = []
-        for b in xs:
-            v = [p["methods"][m]["host_us"]["p50"] for p in pts
-                 if p["batch"] == b and m in p["methods"] and p["methods"][m]["host_us"]]
-            ys.append(sum(v) / len(v) if v else float("nan"))
-        if xs:
-            ax.plot(xs, ys, style[m], label=m)
-    ax.axhline(HOST_TARGET_US, color="gray", lw=0.8, ls=":", label="issue 15 target")
-    files.append(_finish_plot(plt, fig, ax, pts, "host time per step p50 (us), mean over contexts",
-                              f"host time per step (perf_counter around the host part)\n{gpu}",
-                              os.path.join(folder, "host_time.png")))
-    # the quietest round's p50 of each point, the worst context at each batch
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for m in ("cgrt_prepared", "cgrt", "cgrt_raw", "launch_floor", "torch_graph"):
-        xs = sorted({p["batch"] for p in pts if m in p["methods"] and p["methods"][m]["host_us"]})
-        ys = [max(p["methods"][m]["host_us"].get("best_round_p50", float("nan")) for p in pts
-                  if p["batch"] == b and m in p["methods"] and p["methods"][m]["host_us"]) for b in xs]
-        if xs:
-            ax.plot(xs, ys, style[m], label=m)
-    ax.axhline(HOST_TARGET_US, color="gray", lw=0.8, ls=":", label="issue 15 target")
-    files.append(_finish_plot(plt, fig, ax, pts, "quietest round's host p50 (us), worst context",
-                              f"host time per step, the quietest of each point's rounds\n{gpu}",
-                              os.path.join(folder, "host_time_quietest.png")))
+    def host_plot(ms, key, agg, ylabel, title, name):
+        """Host time per batch: agg over the contexts of each point's host_us[key]."""
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for m in ms:
+            xs = sorted({p["batch"] for p in pts if m in p["methods"] and p["methods"][m]["host_us"]})
+            ys = [agg([p["methods"][m]["host_us"].get(key, float("nan")) for p in pts
+                       if p["batch"] == b and m in p["methods"] and p["methods"][m]["host_us"]]) for b in xs]
+            if xs:
+                ax.plot(xs, ys, style[m], label=m)
+        ax.axhline(HOST_TARGET_US, color="gray", lw=0.8, ls=":", label="issue 15 target")
+        files.append(_finish_plot(plt, fig, ax, pts, ylabel, f"{title}\n{gpu}", os.path.join(folder, name)))
+
+    host_plot(methods, "p50", lambda v: sum(v) / len(v), "host time per step p50 (us), mean over contexts",
+              "host time per step (perf_counter around the host part)", "host_time.png")
+    host_plot(("cgrt_prepared", "cgrt", "cgrt_raw", "launch_floor", "torch_graph"), "best_round_p50", max,
+              "quietest round's host p50 (us), worst context",
+              "host time per step, the quietest of each point's rounds", "host_time_quietest.png")
     return files
 
 

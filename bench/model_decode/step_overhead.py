@@ -31,7 +31,6 @@ issue 15's target: host time per step <= 10 us, package included) and the ratio.
 """
 import argparse
 import ctypes
-import gc
 import json
 import os
 import platform
@@ -49,6 +48,7 @@ except ImportError:  # not installed: the repository's copy
 
 sys.path.insert(0, HERE)
 from floor import Floors  # noqa: E402
+from timing import gc_off  # noqa: E402
 
 KERNEL = "bench_noop"
 PTX = b"""
@@ -130,15 +130,9 @@ def build(rt, args, arrays):
 
 
 def time_calls(fn, iters, sync, pre=None):
-    """Host us per call; the garbage collector is off while they run (as timeit does)."""
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    """Host us per call; the garbage collector is off while they run (timing.gc_off)."""
+    with gc_off():
         return _time_calls(fn, iters, sync, pre)
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _time_calls(fn, iters, sync, pre):
