@@ -84,11 +84,11 @@ DIRS = {"token_ids": cg.IN, "req_seq_lens": cg.IN, "req_positions": cg.IN, "bloc
 
 class Engine:
     def __init__(self, be, cfg: ModelConfig, max_num_seqs, max_model_len, num_pages, spec_k=0, spec_seqs=0,
-                 kv_distinct=None, checked=False, alpha=0.7, log_width=512, stream=None, progress=print,
-                 decode_sizes=None, device_patch=True):
+                 kv_distinct=None, checked=False, alpha=None, log_width=512, stream=None, progress=print,
+                 decode_sizes=None, device_patch=True, pdl=True):
         cfg.check()
-        if spec_k == 1 or spec_k < 0:
-            raise ValueError("spec_k: 0 (no speculative decoding) or >= 2 (cgrt's draft loop)")
+        if spec_k < 0:
+            raise ValueError("spec_k: 0 (no speculative decoding) or >= 1 draft tokens per iteration")
         self.be, self.cfg, self.progress = be, cfg, progress
         dev = be.device
         self.S, self.max_model_len, self.page = max_num_seqs, max_model_len, cfg.page_size
@@ -114,12 +114,17 @@ class Engine:
                       f"{num_pages} pages of {cfg.page_size} tokens), built in {time.perf_counter() - t0:.1f} s")
 
         # ---- warm-up: every reservation at its worst case, then lock ----
+        # programmatic_launch: MLA's split and combine kernels start while the kernel before
+        # them finishes (programmatic dependent launch) and wait on the device
+        self.pdl = int(bool(pdl))
         self.plan = be.mla_plan(max_num_seqs=self.max_rows, heads=cfg.heads, max_model_len=max_model_len,
-                                page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_TARGET)
+                                page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_TARGET,
+                                programmatic_launch=self.pdl)
         self.dplan = None
         if spec_k:
             self.dplan = be.mla_plan(max_num_seqs=self.Ss, heads=cfg.heads, max_model_len=max_model_len,
-                                     page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_DRAFT)
+                                     page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_DRAFT,
+                                     programmatic_launch=self.pdl)
         be.lock()
 
         self.dec = io_buffers(cfg, self.S, self.MB, dev)
@@ -168,6 +173,14 @@ class Engine:
         g.manual_seed(self.cfg.seed + 7)
         self.n_unif = 64
         self.unif = torch.rand((self.n_unif, S, k), generator=g, device=dev)
+        self.alpha_t = torch.full((1,), -1.0 if self.alpha is None else float(self.alpha), dtype=torch.float32,
+                                  device=dev)
+
+    def set_alpha(self, alpha):
+        """Acceptance rule of the next iterations (no recapture: the graphs read alpha_t):
+        None, the real greedy rule; a float in [0, 1], the forced rate (benchmarks)."""
+        self.alpha = alpha
+        self.alpha_t.fill_(-1.0 if alpha is None else float(alpha))
 
     def spec_state(self):
         return {"L": self.sL, "P": self.sP, "x": self.sx, "h": self.sh, "log": self.out_log, "cursor": self.cursor,
@@ -192,21 +205,35 @@ class Engine:
         vtok.view(R, k1)[:, 1:].copy_(dtok.t())
         vbt.view(R, k1, -1).copy_(bt[:, None, :].expand(R, k1, bt.shape[1]))
 
-    def _accept(self, T, Hh, D, unif, iters, x, h, L, P, log, cursor, acc, match):
-        """Acceptance and advance on the device. With random weights the drafter never agrees
-        with the target, so acceptance is synthetic: draft j (1-based) of request r is
-        accepted when u[iteration mod 64, r, j-1] < alpha for it and every draft before it
-        (u: a seeded uniform table on the device), i.e. a ~ truncated geometric. The
-        request then emits d_1..d_a and the target's token at row a (the bonus token),
-        advances by a + 1, and continues from that token and that row's hidden state. The
-        greedy agreement count (what a real rule would accept) is summed in `match`."""
+    def _accept(self, T, Hh, D, unif, alpha, iters, x, h, L, P, log, cursor, acc, match):
+        """Acceptance and advance on the device, no host synchronization.
+
+        The rule is chosen on the device by `alpha` (a one-value fp32 tensor, set_alpha):
+        Real rule (alpha < 0, the default): greedy verification. Row j of request r
+        holds the target's greedy token T[r, j] after (x, d_1..d_j); draft d_j is
+        accepted while it equals T[r, j-1] and every draft before it was accepted, so a =
+        the number of leading matches (`match` sums the same count). The request emits
+        T[r, 0..a] -- d_1..d_a (equal to T[r, 0..a-1]) and the bonus token T[r, a] --
+        which is exactly what plain greedy decoding emits from the same state.
+
+        Forced rule (0 <= alpha <= 1, for benchmarks: random weights make the drafter
+        disagree with the target): draft j is accepted when u[iteration mod 64, r, j-1] <
+        alpha for it and every draft before it (u: a seeded uniform table on the device);
+        the request emits d_1..d_a and T[r, a].
+
+        Rollback of the rejected drafts: the request advances its length, position and
+        next KV slot by a + 1 only, and continues from the bonus token and row a's hidden
+        state. The KV rows that verify rows a+1..k (and the drafter's later steps) wrote
+        past the new length lie at positions the next iteration writes again before any
+        row attends to them (lengths bound attention), so nothing else is undone."""
         k, k1 = self.k, self.k + 1
         R = x.shape[0]
         T = T.view(R, k1)
         Dm = D.t()
-        u = unif.index_select(0, iters.remainder(self.n_unif)).squeeze(0)[:R]
-        a = (u < self.alpha).long().cumprod(1).sum(1)
         m = (Dm == T[:, :k]).long().cumprod(1).sum(1)
+        u = unif.index_select(0, iters.remainder(self.n_unif)).squeeze(0)[:R]
+        forced = (u < alpha).long().cumprod(1).sum(1)
+        a = torch.where(alpha >= 0, forced, m)  # alpha < 0: the real rule
         a1 = a[:, None]
         bonus = T.gather(1, a1)
         x.copy_(bonus.squeeze(1))
@@ -234,6 +261,8 @@ class Engine:
         i, B = b.draft_step, b.padded_rows
         if b.while_body:
             raise RuntimeError("the drafter step depends on draft_step: WHILE bodies are not supported")
+        if self.k == 1:  # a plain decode set: one drafter step per launch
+            i = 0
         tok_in = self.sx if i == 0 else self.d_tokens[i - 1]
         hid_in = self.sh if i == 0 else self.d_hidden[i - 1]
         self.model.draft_forward(ex, tok_in, hid_in, self._draft_io(b), B, self.dplan, self.d_tokens[i],
@@ -255,7 +284,8 @@ class Engine:
 
     def _accept_seg(self, ex, t, B):
         R = B // (self.k + 1)
-        ex.seg(self._accept, t["out_tokens"][:B], t["out_hidden"][:B], self.d_tokens[:, :R], self.unif, self.iters,
+        ex.seg(self._accept, t["out_tokens"][:B], t["out_hidden"][:B], self.d_tokens[:, :R], self.unif, self.alpha_t,
+               self.iters,
                self.sx[:R], self.sh[:R], self.sL[:R], self.sP[:R], self.out_log[:R], self.cursor[:R],
                self.acc_sum[:R], self.match_sum[:R])
 
@@ -302,7 +332,8 @@ class Engine:
                  "slot_mapping": "d_slot_mapping", "block_size": self.page, "max_blocks_per_seq": self.MB}
         self.draft_set = self.be.graph_set(
             self._draft_step, dbufs, max_num_seqs=self.Ss, max_model_len=self.max_model_len,
-            capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k, checked_replay=int(self.checked),
+            capture_sizes=vllm_capture_sizes(self.Ss), meta=dmeta, draft_steps=k if k >= 2 else 0,
+            checked_replay=int(self.checked),
             stream=self._stream_handle(), num_heads=self.cfg.heads, device_patch=self.device_patch, warmup_once=1)
         vbufs = [(n, t, DIRS[n]) for n, t in self.ver.items()]
         self.verify_set = self.be.graph_set(
@@ -351,9 +382,16 @@ class Engine:
         self.model.forward(ex, V, Bv, self.plan)
         self._accept_seg(ex, V, Bv)
 
+    def draft(self, n):
+        """The k drafter steps: one cgrt_graphs_draft launch (k >= 2) or one step (k = 1)."""
+        if self.k >= 2:
+            self.draft_set.draft(n)
+        else:
+            self.draft_set.step(n)
+
     def spec_iteration(self, n):
         """One speculative iteration through the graphs: two launches, no synchronization."""
-        self.draft_set.draft(n)
+        self.draft(n)
         self.verify_set.step(n * (self.k + 1))
 
 

@@ -18,33 +18,29 @@ fed its own (token, hidden') at the next draft step.
 import math
 
 import torch
-import torch.nn.functional as F
 
 from config import ModelConfig
+from kernels import rms_norm_into, rms_norm_ref, rope_kv_write, rope_ref, silu_mul_into
 
 
 def rms_norm(x, w, eps):
-    if hasattr(F, "rms_norm"):
-        return F.rms_norm(x, (x.shape[-1],), w, eps)
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+    """RMSNorm in fp32, one rounding at the end (kernels.rms_norm_ref: what the fused
+    kernel computes)."""
+    return rms_norm_ref(x, w, eps)
 
 
 def rope_tables(cfg: ModelConfig, max_pos: int, device):
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.rope_dim, 2, dtype=torch.float64) / cfg.rope_dim))
     ang = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None, :]
     ang = torch.cat([ang, ang], dim=-1)
-    return ang.cos().float().to(device), ang.sin().float().to(device)
+    return ang.cos().float().to(device).contiguous(), ang.sin().float().to(device).contiguous()
 
 
 def apply_rope(x, cos, sin):
     """x [..., rows, (heads,) 64] bf16; cos/sin [rows, 64] fp32 broadcast over heads."""
     if x.dim() == 3:
         cos, sin = cos[:, None, :], sin[:, None, :]
-    x32 = x.float()
-    half = x32.shape[-1] // 2
-    rot = torch.cat([-x32[..., half:], x32[..., :half]], dim=-1)
-    return (x32 * cos + rot * sin).to(x.dtype)
+    return rope_ref(x, cos, sin)
 
 
 class _Init:
@@ -176,8 +172,30 @@ class Exec:
         else:
             fn(*tensors)
 
+    def step_begin(self, io, B):
+        """Called once per step before the layers (per-step attention metadata)."""
+
     def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
         plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale)
+
+
+class PeerExec(Exec):
+    """The same step with attention by a peer library (bench/peers/mla_peers.py: FlashMLA
+    or FlashInfer) instead of cgrt: PyTorch work as plain calls on the current stream
+    (GPU only), the peer's per-step plan once per step, then peer.run per layer on the
+    same q / cache / output buffers (q [B, 1, H, 576], out [B, 1, H, 512]; no LSE)."""
+
+    def __init__(self, be, peer, heads):
+        super().__init__(be, None, kernels=False)
+        self.peer, self.heads = peer, heads
+
+    def step_begin(self, io, B):
+        self.peer.plan(io["block_table"][:B], io["seq_lens"][:B], self.heads, 1, False)
+
+    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
+        B, H = q.shape[0], q.shape[1]
+        self.peer.run(q.view(B, 1, H, q.shape[2]), kv, block_table[:B], seq_lens[:B], scale, False,
+                      out=out.view(B, 1, H, out.shape[2]))
 
 
 class Model:
@@ -190,49 +208,50 @@ class Model:
         self.cos, self.sin = rope_tables(cfg, max_pos, weights.embed.device)
 
     # ---- segments (each writes its results into the tensors it is given) ----
+    # The step is lean: per layer RMSNorm, the q / kv_a projection, ONE kernel for the
+    # latent RMSNorm + RoPE + KV-cache write + q_pe into MLA's q, the absorbed q_nope x W_UK
+    # written straight into q[:, :, :512] (strided bmm output), MLA, the W_UV bmm reading
+    # MLA's output in place and writing o in [rows, heads, v_head] order, o_proj with the
+    # residual add in the GEMM (addmm_, beta 1), RMSNorm, gate/up, SiLU x up (one kernel),
+    # down with the residual add in the GEMM: 11 kernels + MLA's per layer.
     def _embed(self, tokens, hidden):
-        hidden.copy_(self.w.embed.index_select(0, tokens))
+        torch.index_select(self.w.embed, 0, tokens, out=hidden)
 
     def _pre_attn(self, lw, kv_cache, trash_slot):
         cfg = self.cfg
-        H, nope, R = cfg.heads, cfg.qk_nope, cfg.kv_lora_rank
+        H, nope, R, qk = cfg.heads, cfg.qk_nope, cfg.kv_lora_rank, cfg.qk_head
 
         def fn(hidden, positions, slots, kv, q_out):
             B = hidden.shape[0]
-            x = rms_norm(hidden, lw["attn_norm"], cfg.rms_eps)
-            qkv = x @ lw["w_qkv"]
-            q = qkv[:, :H * cfg.qk_head].view(B, H, cfg.qk_head)
-            kv_a = qkv[:, H * cfg.qk_head:]
-            cos = self.cos.index_select(0, positions)
-            sin = self.sin.index_select(0, positions)
-            q_pe = apply_rope(q[..., nope:], cos, sin)
-            k_pe = apply_rope(kv_a[:, R:], cos, sin)
-            c = rms_norm(kv_a[:, :R], lw["kv_norm"], cfg.rms_eps)
-            q_lat = torch.bmm(q[..., :nope].transpose(0, 1), lw["w_uk"])  # [H, B, 512]
-            q_out[:, :, :R].copy_(q_lat.transpose(0, 1))
-            q_out[:, :, R:].copy_(q_pe)
-            slot = torch.where(slots >= 0, slots, torch.full_like(slots, trash_slot))
-            kv.view(-1, cfg.latent).index_copy_(0, slot, torch.cat([c, k_pe], dim=-1))
+            x = rms_norm_into(hidden, lw["attn_norm"], cfg.rms_eps, torch.empty_like(hidden))
+            qkv = torch.mm(x, lw["w_qkv"])
+            rope_kv_write(qkv, positions, slots, self.cos, self.sin, lw["kv_norm"], cfg.rms_eps, kv, q_out,
+                          trash_slot, H, qk, nope)
+            q_nope = qkv[:, :H * qk].view(B, H, qk)[..., :nope].transpose(0, 1)  # [H, B, nope], no copy
+            torch.bmm(q_nope, lw["w_uk"], out=q_out[:, :, :R].transpose(0, 1))  # straight into q
 
         return fn
 
     def _post_attn(self, lw):
         cfg = self.cfg
+        H, vh = cfg.heads, cfg.v_head
 
         def fn(attn, hidden):
             B = attn.shape[0]
-            o = torch.bmm(attn.transpose(0, 1), lw["w_uv_t"])  # [H, B, v_head]
-            hidden.add_(o.transpose(0, 1).reshape(B, cfg.heads * cfg.v_head) @ lw["w_o"])
-            x = rms_norm(hidden, lw["mlp_norm"], cfg.rms_eps)
-            gate, up = (x @ lw["w_gate_up"]).chunk(2, dim=-1)
-            hidden.add_((F.silu(gate) * up) @ lw["w_down"])
+            o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
+            torch.bmm(attn.transpose(0, 1), lw["w_uv_t"], out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
+            hidden.addmm_(o.view(B, H * vh), lw["w_o"])
+            x = rms_norm_into(hidden, lw["mlp_norm"], cfg.rms_eps, torch.empty_like(hidden))
+            gu = torch.mm(x, lw["w_gate_up"])
+            a = silu_mul_into(gu, torch.empty((B, cfg.intermediate), dtype=gu.dtype, device=gu.device))
+            hidden.addmm_(a, lw["w_down"])
 
         return fn
 
     def _head(self, hidden, out_hidden, out_tokens):
-        x = rms_norm(hidden, self.w.final_norm, self.cfg.rms_eps)
-        logits = x @ self.w.embed.t()
-        out_tokens.copy_(torch.argmax(logits, dim=-1))
+        x = rms_norm_into(hidden, self.w.final_norm, self.cfg.rms_eps, torch.empty_like(hidden))
+        logits = torch.mm(x, self.w.embed.t())
+        torch.argmax(logits, dim=-1, out=out_tokens)
         out_hidden.copy_(hidden)
 
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
@@ -248,6 +267,7 @@ class Model:
         slot_mapping int64, seq_lens int32, block_table int32 [reqs, max_blocks] (row-level:
         one row per request in decode), out_tokens int64, out_hidden bf16."""
         act = self.act
+        ex.step_begin(io, B)
         ex.seg(self._embed, io["token_ids"][:B], act.hidden[:B])
         for l, lw in enumerate(self.w.layers):
             self._layer(ex, lw, self.kv.layer_cache[l], self.kv.trash_slot, act, io, plan, B)
@@ -255,11 +275,14 @@ class Model:
 
     def _draft_in(self, dw):
         cfg = self.cfg
+        D = cfg.hidden
 
         def fn(tokens, hidden_in, hidden):
-            e = rms_norm(self.w.embed.index_select(0, tokens), dw["enorm"], cfg.rms_eps)
-            h = rms_norm(hidden_in, dw["hnorm"], cfg.rms_eps)
-            hidden.copy_(torch.cat([e, h], dim=-1) @ dw["w_proj"])
+            B = tokens.shape[0]
+            u = torch.empty((B, 2 * D), dtype=hidden.dtype, device=hidden.device)
+            rms_norm_into(self.w.embed.index_select(0, tokens), dw["enorm"], cfg.rms_eps, u[:, :D])
+            rms_norm_into(hidden_in, dw["hnorm"], cfg.rms_eps, u[:, D:])
+            torch.mm(u, dw["w_proj"], out=hidden)
 
         return fn
 
