@@ -8,15 +8,22 @@ back and synchronizes once at its end to read the emitted tokens.
     python3 examples/deepseek_v2_lite/spec.py                # GPU: full model
     CGRT_DRIVER=emulated python3 examples/deepseek_v2_lite/spec.py    # reduced, emulation
 
-Acceptance is synthetic (random weights: the drafter never agrees with the target): draft
-j is accepted when a seeded uniform draw is below --alpha for it and every draft before
-it (engine.Engine._accept). Verification uses single-token rows because cgrt's block rows
-(CGRT_GRAPH_BLOCK) are non-causal and causal verify rows do not exist yet.
+Acceptance is decided on the device (engine.Engine._accept): by default the real greedy
+rule (draft j accepted while it equals the target's greedy token of the row before it),
+so the emitted tokens are those of plain greedy decoding; with random weights the
+drafter rarely agrees with the target, so --alpha forces a per-draft acceptance rate
+(seeded uniform draws on the device) for benchmarks. Rejected drafts are rolled back by
+advancing each request's length, position and KV slot by the accepted count + 1 only.
+k = 1 runs the drafter as a plain graph step; k >= 2 as one cgrt_graphs_draft launch.
+Verification uses single-token rows (row j of a request with length L + j).
 
 Check (the first --check-rounds rounds): the round is run again eagerly from the same
 state (the same segments and kernels at the same padded sizes, cgrt's metadata kernels
 replaced by their PyTorch versions); the emitted tokens, lengths, positions, last tokens
-and hidden states must be equal bit for bit.
+and hidden states must be equal bit for bit. With the real rule, plain greedy decoding
+from the same state (greedy_reference) must give the emitted tokens; a mismatch reports
+the logit margin that decided it (verify rows run at another batch size than plain steps,
+so a near-tie can round the other way on a GPU).
 """
 import argparse
 import math
@@ -29,6 +36,7 @@ import torch
 import common
 from common import say, stage
 from engine import Engine, pages_for, summarize_ms
+from model import rms_norm
 
 
 def snapshot(eng):
@@ -52,6 +60,63 @@ def compare(eng, a, b, n):
     if not torch.equal(a["iters"], b["iters"]):
         bad.append("iters")
     return bad
+
+
+def greedy_reference(eng, snap, n, steps):
+    """Plain greedy decoding of the n requests from the spec state `snap` (as snapshot()
+    took it before the speculative iterations): `steps` eager decode steps of the target
+    (the same segments and kernels), each request fed its own previous token. Returns
+    (tokens [n, steps] int64, logits [steps] of [n, vocab] fp32 on the device) -- the
+    logits decide the margins of mismatches."""
+    cfg, dev = eng.cfg, eng.be.device
+    x = snap["x"][:n].clone()
+    L, P = snap["L"][:n].clone(), snap["P"][:n].clone()
+    S = eng.S
+    toks, logits = [], []
+    B = n if eng.decode_set is None else eng.decode_set.bucket_rows(n)
+    for _ in range(steps):
+        inputs = {"token_ids": torch.zeros(S, dtype=torch.int64, device=dev),
+                  "req_seq_lens": torch.zeros(S, dtype=torch.int32, device=dev),
+                  "req_positions": torch.zeros(S, dtype=torch.int64, device=dev),
+                  "block_table": torch.zeros((S, eng.MB), dtype=torch.int32, device=dev)}
+        inputs["token_ids"][:n] = x
+        inputs["req_seq_lens"][:n] = L
+        inputs["req_positions"][:n] = P
+        inputs["block_table"][:n] = eng.sbt[:n]
+        eng.eager_decode(inputs, n, B)
+        t = eng.ref["out_tokens"][:n].clone()
+        h = eng.ref["out_hidden"][:n]
+        lg = (rms_norm(h, eng.weights.final_norm, cfg.rms_eps) @ eng.weights.embed.t()).float()
+        toks.append(t)
+        logits.append(lg)
+        x, L, P = t, L + 1, P + 1
+    return torch.stack(toks, dim=1), logits
+
+
+def compare_with_greedy(state, n, ref_tokens, ref_logits):
+    """Emitted tokens of a speculative run (state: snapshot() after it) against plain
+    greedy decoding from the same start (greedy_reference). Per request, the first
+    min(emitted, reference steps) tokens are compared up to the first mismatch (after one
+    the sequences diverge); each mismatch reports the reference's logit margin between
+    its greedy token and the emitted one (a margin near 0 is a numerical tie: the verify
+    rows run at another batch size than the plain step, so their GEMMs round
+    differently). Returns {"compared", "mismatches", "mismatch_details"}."""
+    cursor = state["cursor"][:n].tolist()
+    log = state["log"][:n].cpu()
+    ref = ref_tokens.cpu()
+    compared, details = 0, []
+    for r in range(n):
+        m = min(cursor[r], ref.shape[1])
+        for j in range(m):
+            compared += 1
+            got, want = int(log[r, j]), int(ref[r, j])
+            if got != want:
+                lg = ref_logits[j][r]
+                details.append({"request": r, "token_index": j, "emitted": got, "greedy": want,
+                                "logit_margin": float(lg[want] - lg[got]),
+                                "greedy_top2_margin": float(lg.topk(2).values[0] - lg.topk(2).values[1])})
+                break
+    return {"compared": compared, "mismatches": len(details), "mismatch_details": details}
 
 
 def setup_round(eng, rng, pages, gen, n, max_ctx, iters):
@@ -93,7 +158,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=None, help="default 12 GPU, 3 emulation")
     p.add_argument("--iters", type=int, default=None, help="iterations per round (default 16 GPU, 3 emu)")
     p.add_argument("--max-context", type=int, default=None, help="default 32768 GPU, 200 emulation")
-    p.add_argument("--alpha", type=float, default=0.7, help="synthetic per-draft acceptance probability")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="forced per-draft acceptance probability (benchmarks); default: the real greedy rule, "
+                        "checked against plain greedy decoding")
     p.add_argument("--check-rounds", type=int, default=None, help="rounds checked against eager (default 3 / all)")
     p.add_argument("--kv-tokens", type=int, default=None)
     args = p.parse_args(argv)
@@ -176,9 +243,20 @@ def main(argv=None):
                 if bad:
                     failures.append(f"round {rd}: graph run differs from eager in {bad}")
                     say(failures[-1])
+            if checked and args.alpha is None:
+                stage(f"round {rd}: plain greedy decoding from the same state")
+                restore(eng, snap)
+                steps = int(graph_state["cursor"][:n].max())
+                ref_tok, ref_lg = greedy_reference(eng, snap, n, steps)
+                g = compare_with_greedy(graph_state, n, ref_tok, ref_lg)
+                row["greedy_check"] = g
+                say(f"round {rd}: {g['compared']} emitted tokens against plain greedy decoding, "
+                    f"{g['mismatches']} mismatches" + "".join(f" (request {d['request']} token {d['token_index']}: "
+                                                           f"margin {d['logit_margin']:.3g})"
+                                                           for d in g["mismatch_details"][:4]))
             summary["rounds"].append(row)
             say(f"round {rd}: {n} requests x {iters} iterations ({launches} draft-loop launches): {emitted} tokens "
-                f"emitted, {accepted}/{n * k * iters} drafts accepted (synthetic), {gpu_ms:.2f} ms"
+                f"emitted, {accepted}/{n * k * iters} drafts accepted ({'real' if args.alpha is None else 'forced'}), {gpu_ms:.2f} ms"
                 + (f", eager check {'equal' if row.get('eager_equal') else 'DIFFERS'}" if checked else ""))
         be.synchronize()
         be.verify()

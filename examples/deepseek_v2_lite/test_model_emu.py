@@ -217,3 +217,90 @@ def test_failure_report_names_the_stage_and_ends_with_the_message_head(capsys):
     assert any("second line" in ln for ln in tail) and any("caused by KeyError: 'inner'" in ln for ln in tail)
     assert out[-1] == ("demo: FAILED during case x: the step: RuntimeError: CUDA error: an illegal memory access "
                        "was encountered")
+
+
+def _drafter_copies_target(eng, noise):
+    """A 1-layer target and a drafter that computes nearly the same function: the drafter's
+    layer is the target's, W_proj passes the normalized embedding through (hidden part 0),
+    the embedding rows are scaled to RMS 1 (so RMSNorm(embed) ~ embed), and the drafter's
+    cache holds the target's prompt KV. Its drafts then mostly equal the target's greedy
+    tokens, so the real rule accepts some and rejects others."""
+    w = eng.weights
+    d, lw = w.drafter, w.layers[0]
+    for key, t in lw.items():
+        d[key].copy_(t)
+    D = eng.cfg.hidden
+    d["w_proj"].zero_()
+    d["w_proj"][:D].copy_(torch.eye(D, dtype=torch.bfloat16))
+    e = w.embed.float()
+    w.embed.copy_((e / e.pow(2).mean(-1, keepdim=True).sqrt()).to(torch.bfloat16))
+    # a little noise in the drafter's MLP so that some drafts differ from the target's tokens
+    g = torch.Generator()
+    g.manual_seed(5)
+    d["w_down"].add_((torch.randn(d["w_down"].shape, generator=g) * noise * d["w_down"].float().std()).to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_speculative_real_acceptance_equals_greedy_decode(be, k):
+    """Acceptance decided on the device by comparing drafts with the target's greedy
+    tokens: the emitted tokens equal plain greedy decoding's, drafts were both accepted and
+    rejected (so the rollback path ran), and the graphs equal their eager run."""
+    import random
+
+    import common
+    import spec
+    from config import with_layers
+    cfg = with_layers(REDUCED, 1)
+    S, iters = 4, 4
+    max_model_len = 200 + iters * (k + 1) + 2 * k + 2
+    eng = Engine(be, cfg, S, max_model_len, pages_for(S * (max_model_len + 32), cfg.page_size), spec_k=k,
+                 spec_seqs=S, log_width=iters * (k + 1) + 2, progress=_say)
+    _drafter_copies_target(eng, noise=30.0)
+    eng.capture_spec()
+    n = 3
+    spec.setup_round(eng, random.Random(2), common.Pages(eng.kv.num_pages, 2), torch.Generator(), n, 200, iters)
+    eng.draft_kv.caches[0].copy_(eng.kv.caches[0])
+    snap = spec.snapshot(eng)
+    for _ in range(iters):
+        eng.spec_iteration(n)
+    got = spec.snapshot(eng)
+    acc, emitted = int(got["acc"][:n].sum()), int(got["cursor"][:n].sum())
+    assert acc == int(got["match"][:n].sum())  # the real rule accepts exactly the greedy matches
+    assert 0 < acc < n * k * iters, f"{acc} of {n * k * iters} drafts accepted: no accept/reject mix"
+    assert emitted == acc + n * iters
+    assert bool((got["L"][:n] - snap["L"][:n] == got["cursor"][:n].to(torch.int32)).all())
+    spec.restore(eng, snap)
+    Bd, Bv = eng.draft_set.bucket_rows(n), eng.verify_set.bucket_rows(n * (k + 1))
+    for _ in range(iters):
+        eng.eager_spec_iteration(n, Bd, Bv)
+    assert spec.compare(eng, got, spec.snapshot(eng), n) == []
+    spec.restore(eng, snap)
+    ref_tok, ref_lg = spec.greedy_reference(eng, snap, n, int(got["cursor"][:n].max()))
+    g = spec.compare_with_greedy(got, n, ref_tok, ref_lg)
+    assert g["compared"] == emitted and g["mismatches"] == 0, g
+
+
+def test_forced_acceptance_rate_without_recapture(be):
+    """set_alpha switches the captured graphs to the forced rule (benchmarks) and back."""
+    import random
+
+    import common
+    import spec
+    k, S, iters = 2, 2, 6
+    max_model_len = 120 + iters * (k + 1) + 2 * k + 2
+    eng = Engine(be, REDUCED, S, max_model_len, pages_for(S * (max_model_len + 32), REDUCED.page_size), spec_k=k,
+                 spec_seqs=S, log_width=iters * (k + 1) + 2, progress=_say)
+    eng.capture_spec()
+    spec.setup_round(eng, random.Random(4), common.Pages(eng.kv.num_pages, 4), torch.Generator(), S, 100, iters)
+    snap = spec.snapshot(eng)
+    eng.set_alpha(1.0)
+    for _ in range(iters):
+        eng.spec_iteration(S)
+    st = spec.snapshot(eng)
+    assert int(st["acc"][:S].sum()) == S * k * iters  # every draft forced in
+    spec.restore(eng, snap)
+    eng.set_alpha(None)
+    for _ in range(iters):
+        eng.spec_iteration(S)
+    st = spec.snapshot(eng)
+    assert int(st["acc"][:S].sum()) == int(st["match"][:S].sum())
