@@ -93,7 +93,9 @@ class Engine:
         dev = be.device
         self.S, self.max_model_len, self.page = max_num_seqs, max_model_len, cfg.page_size
         self.MB = -(-max_model_len // cfg.page_size)
-        self.k, self.Ss = spec_k, (spec_seqs if spec_k else 0)
+        # spec_k: draft tokens per iteration; the plans and activations are sized for it,
+        # and set_spec_k(k) switches to any k <= spec_k later (new draft / verify sets)
+        self.k, self.k_max, self.Ss = spec_k, spec_k, (spec_seqs if spec_k else 0)
         self.Sv = self.Ss * (spec_k + 1)
         self.max_rows = max(self.S, self.Sv)
         self.alpha = alpha
@@ -181,6 +183,23 @@ class Engine:
         None, the real greedy rule; a float in [0, 1], the forced rate (benchmarks)."""
         self.alpha = alpha
         self.alpha_t.fill_(-1.0 if alpha is None else float(alpha))
+
+    def set_spec_k(self, k):
+        """Speculative decoding with k <= spec_k draft tokens from now on: new spec buffers;
+        the draft and verify sets of the previous k are closed (capture_spec makes new
+        ones). The plans' reservations (made for spec_k) serve every smaller k."""
+        if not 1 <= k <= self.k_max:
+            raise ValueError(f"k {k}: the engine serves 1..{self.k_max} draft tokens")
+        for s in (self.draft_set, self.verify_set):
+            if s is not None:
+                s.close()
+                if s in self.be.sets:
+                    self.be.sets.remove(s)
+        self.draft_set = self.verify_set = None
+        alpha = self.alpha
+        self.k, self.Sv = k, self.Ss * (k + 1)
+        self._spec_buffers(self.log_width)
+        self.set_alpha(alpha)
 
     def spec_state(self):
         return {"L": self.sL, "P": self.sP, "x": self.sx, "h": self.sh, "log": self.out_log, "cursor": self.cursor,

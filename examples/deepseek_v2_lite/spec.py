@@ -62,12 +62,12 @@ def compare(eng, a, b, n):
     return bad
 
 
-def greedy_reference(eng, snap, n, steps):
+def greedy_reference(eng, snap, n, steps, graphs=False):
     """Plain greedy decoding of the n requests from the spec state `snap` (as snapshot()
     took it before the speculative iterations): `steps` eager decode steps of the target
     (the same segments and kernels), each request fed its own previous token. Returns
     (tokens [n, steps] int64, logits [steps] of [n, vocab] fp32 on the device) -- the
-    logits decide the margins of mismatches."""
+    logits decide the margins of mismatches. graphs: the steps through eng.decode_set."""
     cfg, dev = eng.cfg, eng.be.device
     x = snap["x"][:n].clone()
     L, P = snap["L"][:n].clone(), snap["P"][:n].clone()
@@ -83,9 +83,12 @@ def greedy_reference(eng, snap, n, steps):
         inputs["req_seq_lens"][:n] = L
         inputs["req_positions"][:n] = P
         inputs["block_table"][:n] = eng.sbt[:n]
-        eng.eager_decode(inputs, n, B)
-        t = eng.ref["out_tokens"][:n].clone()
-        h = eng.ref["out_hidden"][:n]
+        if graphs:  # through the decode set (its step equals the eager one bit for bit)
+            eng.decode_set.step(n, bind=inputs)
+            t, h = eng.dec["out_tokens"][:n].clone(), eng.dec["out_hidden"][:n]
+        else:
+            eng.eager_decode(inputs, n, B)
+            t, h = eng.ref["out_tokens"][:n].clone(), eng.ref["out_hidden"][:n]
         lg = (rms_norm(h, eng.weights.final_norm, cfg.rms_eps) @ eng.weights.embed.t()).float()
         toks.append(t)
         logits.append(lg)
