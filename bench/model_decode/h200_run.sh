@@ -7,8 +7,9 @@
 #   bash bench/model_decode/h200_run.sh bench    LIBDIR   # benchmark (about 3 min; < 8 min)
 #   bash bench/model_decode/h200_run.sh validate LIBDIR   # checked replay, serve, spec, py GPU tests
 #   bash bench/model_decode/h200_run.sh overhead LIBDIR   # host time of GraphSet.step vs raw call (~1 min)
-#   bash bench/model_decode/h200_run.sh final LIBDIR      # step_overhead, bench, check_stale, serve
-#                                                         # (~6 min, < 8); all in $OUT/final.tgz
+#   bash bench/model_decode/h200_run.sh final LIBDIR      # the whole model_decode.json with the spec
+#                                                         # part and the plots (~5 min); $OUT/final.tgz
+#   bash bench/model_decode/h200_run.sh dev LIBDIR ARGS   # bench.py ARGS (a quick subset)
 #
 # Logs, JSON and plots go to $OUT (default /tmp/model_decode_out); summary.txt there says
 # each part's exit status. Every part has its own timeout, so a hang cannot eat the rest.
@@ -50,24 +51,26 @@ case "$what" in
       --json "$OUT/step_overhead_cross.json"
     ;;
   final)
-    # one command for the issue 15 figures; the device tool returns at most 8 files, so
-    # the parts write under $OUT/final and everything is packed into $OUT/final.tgz
+    # the issue 25 figures in one command: bench.py (decode points with cgrt, torch graph
+    # and torch_graph_peer, nodes per step, capture at equal policies, spec decoding with
+    # k = 1..4) writes $OUT/final/model_decode.json and the plots; all packed into
+    # $OUT/final.tgz (the device tool returns at most 8 files). About 5 minutes on an H200.
     F=$OUT/final
     mkdir -p "$F"
-    part step_overhead 40 python3 bench/model_decode/step_overhead.py --iters 2000 --json "$F/step_overhead.json"
-    # 300 timed steps per graph method and point (bench.py's default) in 10 interleaved
-    # rounds of 30 (each round's host p50 is kept: the quietest one is the figure against
-    # host noise): about 250 s of steps on the H200 (the sum of the 12 points' step times x
-    # 300 x 8 graph methods), plus model set-up, capture and the draft loop
-    part bench 330 python3 bench/model_decode/bench.py --out "$F/bench" --deadline 300 --rounds 10
-    part stale 40 python3 examples/deepseek_v2_lite/check_stale.py --json "$F/stale.json"
-    part serve 45 python3 examples/deepseek_v2_lite/serve.py --steps 1000 --time-limit 30 --json "$F/serve.json"
+    part bench 400 python3 bench/model_decode/bench.py --out "$F" --deadline 330 --spec-seconds 60 \
+      --rounds 5 --iters 200 --eager-iters 3
     mv "$OUT"/*.log "$F/" 2>/dev/null
     cp "$OUT/summary.txt" "$F/"
     tar -C "$OUT" -czf "$OUT/final.tgz" final && rm -rf "$F"
     ;;
+  dev)
+    # a quick subset (arguments after LIBDIR go to bench.py), e.g.
+    #   bash bench/model_decode/h200_run.sh dev LIBDIR --batches 1,8 --contexts 1024 --iters 60
+    shift 2
+    part bench 300 python3 bench/model_decode/bench.py --out "$OUT/dev" "$@"
+    ;;
   *)
-    echo "unknown part $what (bench, validate, overhead or final)"
+    echo "unknown part $what (bench, validate, overhead, final or dev)"
     exit 2
     ;;
 esac

@@ -25,10 +25,41 @@ except Exception:  # noqa: BLE001 - any import failure means: the PyTorch versio
     triton = None
 
 FUSED = "triton" if triton is not None else "torch"
+WHY = "" if triton is not None else "triton is not importable"
 
 
 def _use_triton(t):
-    return triton is not None and t.is_cuda
+    return FUSED == "triton" and t.is_cuda
+
+
+def warmup(cfg, device):
+    """Compiles and runs each Triton kernel once with the model's sizes (eagerly, before
+    any capture). A failure (no compiler on the machine, an old Triton) switches every
+    later call to the PyTorch versions and is returned as the reason; None when the
+    kernels run (or the PyTorch versions are in use anyway)."""
+    global FUSED, WHY
+    if FUSED != "triton" or device.type != "cuda":
+        return None
+    try:
+        B, H, D, R = 2, cfg.heads, cfg.hidden, cfg.kv_lora_rank
+        bf = dict(dtype=torch.bfloat16, device=device)
+        x = torch.randn((B, D), **bf)
+        rms_norm_into(x, torch.ones(D, **bf), cfg.rms_eps, torch.empty_like(x))
+        qkv = torch.randn((B, H * cfg.qk_head + cfg.latent), **bf)
+        pos = torch.zeros(B, dtype=torch.int64, device=device)
+        slots = torch.tensor([0, -1], dtype=torch.int64, device=device)
+        tab = torch.ones((4, cfg.rope_dim), dtype=torch.float32, device=device)
+        kv = torch.zeros((2, cfg.page_size, cfg.latent), **bf)
+        q = torch.zeros((B, H, cfg.latent), **bf)
+        rope_kv_write(qkv, pos, slots, tab, tab, torch.ones(R, **bf), cfg.rms_eps, kv, q, cfg.page_size, H,
+                      cfg.qk_head, cfg.qk_nope)
+        gu = torch.randn((B, 2 * cfg.intermediate), **bf)
+        silu_mul_into(gu, torch.empty((B, cfg.intermediate), **bf))
+        torch.cuda.synchronize(device)
+        return None
+    except Exception as e:  # noqa: BLE001 - reported; the PyTorch versions compute the same
+        FUSED, WHY = "torch", f"Triton kernels failed at warm-up: {e!r}"[:500]
+        return WHY
 
 
 # ---- PyTorch versions (the emulation, CPU tensors, a GPU without Triton) -------------
