@@ -109,7 +109,7 @@ import common  # noqa: E402
 from common import say  # noqa: E402
 from config import FULL, REDUCED, vllm_capture_sizes, with_layers  # noqa: E402
 from engine import Engine, io_buffers, pages_for, summarize_ms  # noqa: E402
-import kernels  # noqa: E402
+import fused  # noqa: E402
 from model import Exec, PeerExec, weight_bytes  # noqa: E402
 
 sys.path.insert(0, HERE)
@@ -122,6 +122,8 @@ RING = 4
 def gpu_meta(be):
     m = common.run_meta(be)
     m["cgrt_library"] = be.info.get("library")
+    if os.environ.get("CGRT_BENCH_COMMAND"):  # the command that ran this script (h200_run.sh sets it)
+        m["command"] = os.environ["CGRT_BENCH_COMMAND"] + " (runs: " + m["command"] + ")"
     if not be.emulated:
         m["gpu"] = torch.cuda.get_device_name(be.device)
         m["cuda_runtime"] = torch.version.cuda
@@ -686,8 +688,9 @@ def bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline, out):
             for t in tgs:
                 methods.append((t.name, (lambda t, Bt: lambda i: t.step(ring[i % RING], Bt))(t, t.bucket(n)), 2,
                                 None, None))
-            if (n, ctx) in BLOCKING_POINTS:  # the same step, the host waiting by a blocking sync
+            if (n, ctx) in BLOCKING_POINTS:  # the same step, the host waiting otherwise
                 methods.append(("cgrt_prepared_blocking", lambda i: preps[i % RING](n), 2, None, None))
+                methods.append(("cgrt_prepared_sleep_poll", lambda i: preps[i % RING](n), 2, None, None))
             # rounds, methods interleaved: slow drifts (clocks, temperature) and bursts of host
             # noise hit all alike; each method times ceil(iters / rounds) steps per round
             acc = {m[0]: ([], [], []) for m in methods}
@@ -699,7 +702,8 @@ def bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline, out):
                 for name, fn, warm, pre, after in methods:
                     s0 = gs.stats()
                     lat, host = time_steps(be, stream, fn, per_round, warm, deadline, pre,
-                                           wait="block" if name.endswith("_blocking") else None)
+                                           wait="block" if name.endswith("_blocking") else
+                                           "sleep-poll" if name.endswith("_sleep_poll") else None)
                     s1 = gs.stats()
                     for key in patched[name]:
                         patched[name][key] += s1[key] - s0[key]
@@ -1171,7 +1175,7 @@ def main(argv=None):
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=Ss, kv_distinct=distinct,
                      log_width=args.spec_iters * (k + 1) + 4, stream=stream, progress=say,
                      decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch)
-        out["config"]["fusions"] = {"path": kernels.FUSED, "why_not_triton": kernels.WHY or None}
+        out["config"]["fusions"] = {"path": fused.FUSED, "why_not_triton": fused.WHY or None}
         gen = torch.Generator(device=be.device)
         gen.manual_seed(11)
         t0 = time.perf_counter()
@@ -1204,9 +1208,14 @@ def main(argv=None):
                 tp = TorchGraphs(eng, eng.decode_sizes, stream, name="torch_graph_peer",
                                  make_ex=lambda: PeerExec(be, peer, cfg.heads))
                 t0 = time.perf_counter()
-                tp.capture(bt_static)
-                out["capture"]["torch_graph_peer_seconds"] = time.perf_counter() - t0
-                tgs.append(tp)
+                try:
+                    tp.capture(bt_static)
+                    out["capture"]["torch_graph_peer_seconds"] = time.perf_counter() - t0
+                    tgs.append(tp)
+                except Exception as e:  # noqa: BLE001 - recorded; the other methods run
+                    torch.cuda.synchronize()
+                    out["peers"]["capture_error"] = repr(e)[:1000]
+                    say(f"torch_graph_peer: capture failed: {e!r}")
         out["nodes_per_step"] = nodes_per_step(eng, tgs, args.batches, bt_static)
         write(out, args.out)
 

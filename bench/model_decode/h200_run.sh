@@ -21,6 +21,7 @@ mkdir -p "$OUT"
 export CGRT_LIBRARY="$(cd "$libdir" && pwd)/libcgrt.so.1"
 export CGRT_DRIVER=cuda PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export CGRT_BENCH_COMMIT=${CGRT_BENCH_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+export CGRT_BENCH_COMMAND=${CGRT_BENCH_COMMAND:-"bash bench/model_decode/h200_run.sh $*"}
 [ -f "$CGRT_LIBRARY" ] || { echo "no $CGRT_LIBRARY" | tee "$OUT/summary.txt"; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$OUT/summary.txt"
 

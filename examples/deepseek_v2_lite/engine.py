@@ -23,7 +23,7 @@ import time
 import torch
 
 import backend as cg
-import kernels
+import fused
 from config import ModelConfig, vllm_capture_sizes
 from model import Activations, Exec, KVCache, Model, Weights
 
@@ -112,7 +112,7 @@ class Engine:
         self.draft_kv = KVCache(cfg, num_pages, 1, dev) if spec_k else None
         self.draft_act = Activations(cfg, self.Ss, dev) if spec_k else None
         self.model = Model(cfg, self.weights, self.kv, self.act, max_model_len + 1, self.draft_kv, self.draft_act)
-        why = kernels.warmup(cfg, dev)  # Triton compiles here, before any capture
+        why = fused.warmup(cfg, dev)  # Triton compiles here, before any capture
         if why:
             self.progress(f"fused kernels: the PyTorch versions ({why})")
         self.progress(f"weights {self.weights.bytes() / 2**30:.2f} GiB, KV caches "

@@ -20,11 +20,11 @@ import math
 import torch
 
 from config import ModelConfig
-from kernels import rms_norm_into, rms_norm_ref, rope_kv_write, rope_ref, silu_mul_into
+from fused import rms_norm_into, rms_norm_ref, rope_kv_write, rope_ref, silu_mul_into
 
 
 def rms_norm(x, w, eps):
-    """RMSNorm in fp32, one rounding at the end (kernels.rms_norm_ref: what the fused
+    """RMSNorm in fp32, one rounding at the end (fused.rms_norm_ref: what the fused
     kernel computes)."""
     return rms_norm_ref(x, w, eps)
 
