@@ -1,91 +1,82 @@
-"""Decode steps of the DeepSeek-V2-Lite-shaped model (examples/deepseek_v2_lite): cgrt graphs
-against torch.cuda.CUDAGraph with static buffers and copy-in, against eager PyTorch; same
-model, same inputs, same attention kernel (cgrt's MLA decode on all sides).
+"""Decode steps of the DeepSeek-V2-Lite-shaped model (examples/deepseek_v2_lite): the step
+served by cgrt graphs (PreparedStep) against the same step under torch.cuda.CUDAGraph
+with static buffers and copy-in (cgrt's MLA decode inside), against the same model under
+torch.cuda.CUDAGraph with a peer library's attention (FlashMLA, else FlashInfer:
+bench/peers/mla_peers.py), plus eager PyTorch; same weights, KV caches and inputs.
 
-    python3 bench/model_decode/bench.py --out DIR        # H200: full model, < 8 minutes
+    bash bench/model_decode/h200_run.sh final LIBDIR     # H200: the whole results file, ~5 min
+    python3 bench/model_decode/bench.py --out DIR        # the same script, by hand
     CGRT_DRIVER=emulated python3 bench/model_decode/bench.py --smoke --out /tmp/x  # code path check
 
-Writes DIR/model_decode.json and PNG plots (latency against batch, one line per method,
-one plot per context; host time per step). What is measured (the JSON repeats it):
+Writes DIR/model_decode.json and PNG plots (step latency against batch, one plot per
+context, the three methods; host time p50, p99 and quietest round per batch). The step
+is the lean one of model.py: per layer RMSNorm, the q / kv_a GEMM, one fused kernel for
+the latent RMSNorm + RoPE + KV-cache write + q_pe, the absorbed W_UK bmm writing into
+MLA's q, MLA, the W_UV bmm, o_proj and down GEMMs with the residual add inside (addmm_),
+RMSNorm, gate/up GEMM, SiLU x up (fused.py: Triton on the GPU; config.fusions says which
+path ran). cgrt's MLA plans use programmatic dependent launch.
 
 Methods, per (batch, context) point, with a bucket of B >= batch rows:
-  cgrt             cgrt_graphs_step through the Python package: the step's token ids,
-                   request lengths and positions are new device tensors each step (a ring of
-                   4 sets), bound to the graph (pointer update, no copy); cgrt's metadata
-                   kernel derives per-row lengths, positions and slots on the device.
-  cgrt_raw         the same step as one ctypes call to cgrt_graphs_step with a prebuilt
-                   binding array (the host cost without the package's Python checks).
-                   Per point, "host_time" puts both host times p50 next to issue 15's
-                   10 us target, with their difference (what the package adds) and the C
-                   call's estimate: cgrt_raw minus the p50 of a ctypes call that does almost
-                   nothing in C (cgrt_graphs_bucket_rows, "ctypes_floor_us_p50").
-  cgrt_prepared    the same step through the package's PreparedStep: gs.prepare(bind) once
-                   per ring entry (every check of step(bind=...) made there), then
-                   ps(n) per step: one untyped foreign call (docs/python.md).
+  cgrt_prepared    the engine's per-step call: gs.prepare(bind) once per entry of a ring
+                   of 4 input sets (token ids, request lengths and positions: new device
+                   tensors), then ps(n) per step: cgrt rebinds (pointer update on the
+                   device, no copy), its metadata kernel derives per-row lengths,
+                   positions and slots, and the graph launches.
   cgrt_nobind      cgrt_graphs_step without bindings (untyped call): cgrt's path alone.
   launch_floor     a bare cuGraphLaunch of the same bucket's executable on the replay
-                   stream (cgrt_graphs_bucket_exec prepares 32 direct launches at a time,
-                   untimed; floor.py): the driver's floor for this graph.
-  cgrt_rebind_all  as cgrt, and the block table moves too (ring of 4 copies): every MLA node
-                   of the 27 layers is patched each step.
+                   stream (floor.py): the driver's own host cost for this graph.
   torch_graph      what Python engines do: one torch.cuda.CUDAGraph per bucket over static
-                   input tensors; each step copies the prepared inputs (token ids, positions,
-                   lengths, slot mapping, padded to the bucket on the host) into them, then
-                   replays.
-  eager            the same PyTorch code and cgrt MLA launched op by op over the batch's
-                   rows (no padding).
-All use one persistent block table (engines keep it on the device), the same weights,
-KV caches and inputs. Per step, synchronized (as an engine that reads its tokens back,
-polling: the host waits for an event by querying it, so that the next call does not pay
-a sleeping core's wake-up): latency = CUDA events recorded before and after the step's
-host part, on the replay stream; host time = time.perf_counter() around the host part
-(Python's garbage collector off while steps are timed, every method alike; --wait
-sleep-poll sleeps through 80% of the previous step's latency before it polls).
-tokens/s = batch / latency. Each point times --iters steps (default 300) of every graph
-method, in --rounds interleaved rounds (default 4; methods in turn within a round) so that
-slow drifts (clocks, temperature) and bursts of host noise hit them alike; host time is
-reported as p50 and p99 over all of a method's steps, and as the quietest round's p50
-(best_round_p50, timeit's convention: the machine's bursts of noise make a round slower,
-never faster; the bare cuGraphLaunch's own rounds show how noisy the host was). Per
-method, "per_step" gives the nodes cgrt patched per step on the host (driver calls) and
-on the device (set stats).
-  cgrt_prepared_same  the PreparedStep of ring entry 0 every step: after the first,
-                   nothing moves. prepared - same is cgrt's rebinding in C (bindings,
-                   catch-up, mailbox), same - nobind the PreparedStep's Python, nobind -
-                   launch_floor cgrt's step path over a bare launch ("breakdown_us").
+                   input tensors; each step copies the prepared row-level inputs (token
+                   ids, positions, lengths, slot mapping) into them, then replays.
+  torch_graph_peer the same, with attention by the peer (its per-step plan captured in
+                   the graph; "attention" names it); the best plain PyTorch engine here.
+  cgrt_prepared_blocking / cgrt_prepared_sleep_poll  (at BLOCKING_POINTS only) the
+                   prepared step with the host waiting by a blocking event sync, or by
+                   sleeping through 80% of the previous step before polling.
+  eager            the same PyTorch code and cgrt MLA launched op by op (a few steps).
+Per step, synchronized: the host waits for the step's end by polling an event (an engine
+that reads its tokens back); latency_ms = CUDA events before and after the host part on
+the replay stream (the GPU time of the replay, copies included for torch); host_us =
+perf_counter around the host part; sync_step_ms = perf_counter from before the host part
+to when the host sees the step's end (what an engine waiting for tokens sees). Headline
+figures are p50 and p99 over ALL timed steps of a method (--iters, in --rounds rounds
+interleaved with the other methods so drifts and bursts of host noise hit all alike);
+each round's host p50 and the quietest one (best_round_p50) are secondary fields. Per
+point, host_probe records the host right after the rounds (a near-empty ctypes call's
+p50/p99, load average, core, clock, context switches); ratios gives cgrt over each torch
+method (GPU p50 and synchronous step p50). Python's garbage collector is off while steps
+are timed, for every method alike.
+
+nodes_per_step: cgrt's graphs per bucket (every node, cgrt's metadata and device-patch
+kernels included) and the torch methods' step captured into a kept graph (nodes by type,
+cuGraphGetNodes) for the measured batches.
 
 Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
-after one untimed eager step at the largest size. cgrt: cgrt_graphs_capture's wall clock
-(warm-ups, captures, index, instantiation, upload) for its default (one eager warm-up for
-the set, before the largest bucket; bucket i instantiated on cgrt's worker thread while
-bucket i + 1 captures), and for variants (a warm-up per bucket in turn, as before; one
-warm-up in turn; host patching), with per-variant sums of capture and of index +
-instantiate + upload. torch: per bucket, largest first, one eager run of the step on the
-capture side stream, synchronize, then torch.cuda.graph(g, pool=shared, stream=side)
-(capture + instantiation), as vLLM does (gc.collect and empty_cache off); memory
-measurements between buckets excluded; and again with one warm-up for the set. Graph
-memory per bucket, cgrt: the growth of the set's private pool while that bucket's step
-ran under capture (GraphSet.account_pool / pool_log: torch.cuda.memory_reserved around
-it, on the capturing thread, where only the pool can grow), plus its graph memory nodes
-(driver count) and cgrt's device patch table (bytes cgrt allocates: 0 when the table is in the
-patch node's kernel parameters, reported apart as patch_node_param_bytes); torch: its pool's growth
-per bucket (memory_snapshot segments of the pool). Totals: the pools' segments from
-torch.cuda.memory_snapshot(). Workspace: cgrt's MLA plan info against the fixed-split
-formula.
+after one untimed eager step at the largest size, at equal policies: one eager warm-up
+before each bucket on both sides (cgrt warmup_once=0; torch: eager run, synchronize,
+torch.cuda.graph(pool=shared), as vLLM does, gc.collect and empty_cache off), and one
+warm-up for the set on both sides (cgrt's default: before the largest bucket; torch: before
+the first capture only); capture.equal_policies gives both ratios. cgrt's wall clock
+covers warm-ups, captures, index, instantiation (on its worker thread, overlapped with the
+next capture) and upload; torch's covers warm-ups, captures and instantiation. Graph
+memory per bucket: cgrt's private pool growth, memory nodes and patch tables; torch's pool.
 
 KV cache sizing: 128 requests x 32K tokens x 576 x 2 bytes is 4.9 GB per layer, 132 GB
 for 27 layers: too much with the weights. The benchmark allocates as many distinct
-per-layer caches as fit (the output says how many); layer l uses cache l mod that number.
-Each cache holds every page of every point, and a layer reads its own pages of its
-own cache: the same bytes as distinct caches, but layers l and l + distinct read the
-same memory (at 32K x 128, 4.9 GB each: no L2 effect; at small points the repeated
-layers may hit in L2).
+per-layer caches as fit (config.kv_distinct_caches); layer l uses cache l mod that number
+(the same bytes read per step as distinct caches).
 
-Draft loop: the MTP-style drafter (one layer) proposes k = 3 tokens per request in one
-cgrt_graphs_draft launch; the target verifies 4 single-token rows per request with the
-device-side acceptance (synthetic, alpha 0.7) and advance. Measured per (batch, context):
-draft loop time per proposed token and per accepted token, iteration time (draft +
-verify) per emitted token; 10 iterations back to back, no host synchronization inside.
+Speculative decoding (spec): the MTP-style drafter proposes k = 1..4 tokens per request
+(k >= 2: one cgrt_graphs_draft launch; k = 1: one graph step), the target verifies k + 1
+single-token rows per request, and the acceptance and the advance of lengths, positions
+and KV slots (rollback of rejected drafts) happen on the device: no host sync inside the
+loop. Per (k, batch 1/8/32) at --spec-context: a forced run (per-draft acceptance alpha,
+seeded draws on the device: random weights make the drafter disagree with the target)
+and a real run (greedy acceptance: drafts compared with the target's tokens on the
+device), --spec-iters iterations back to back; tokens/s = emitted / GPU time against
+plain decode's tokens/s (spec.plain_decode, the decode set's synchronous step), the draft
+loop's cost per proposed token, and for the real run the emitted tokens against plain
+greedy decoding from the same state (mismatches with the logit margin that decided each).
 """
 import argparse
 import contextlib
