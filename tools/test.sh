@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test twice: a normal build and an AddressSanitizer (+LeakSanitizer) build,
-# then the Python package's tests (pytest, on the CPU emulation, against the default
-# build of //:libcgrt.so), and prints one line "N passed, N failed, N skipped" counted
+# then the Python package's and the example model's tests (pytest from the .venv that
+# tools/setup.sh makes, on the CPU emulation, against the default build of
+# //:libcgrt.so; among them the wheel test: `pip wheel` of a copy of the tree, installed
+# into a fresh venv after the copy is deleted, smoke-tested from outside), and prints one line "N passed, N failed, N skipped" counted
 # from the test cases of the JUnit XML that each test and pytest write. Extra arguments
 # go to `bazel test`.
 # On a machine without a GPU the tests run on cgrt's CPU emulation of the driver.
@@ -27,10 +29,15 @@ for config in "" "asan"; do
   summaries+=("$summary")
 done
 echo "== pytest python/tests examples/deepseek_v2_lite" >&2
+PY=.venv/bin/python
+if ! "$PY" -c "import pytest" >/dev/null 2>&1; then
+  echo "[pytest] $PY has no pytest: run ./tools/setup.sh first (it makes .venv with pytest, numpy, torch)" >&2
+  PY=python3
+fi
 if bazel build //:libcgrt.so //:libcgrt_soname; then
   junit=$(mktemp)
   CGRT_LIBRARY="$(bazel info bazel-bin 2>/dev/null)/libcgrt.so.1" PYTHONPATH=python \
-    python3 -m pytest -q -p no:cacheprovider python/tests examples/deepseek_v2_lite --junitxml="$junit" >&2
+    "$PY" -m pytest -q -p no:cacheprovider python/tests examples/deepseek_v2_lite --junitxml="$junit" >&2
   prc=$?
   summary="$(python3 tools/count_tests.py --junit "$junit" pytest)"
   if [ $prc -ne 0 ]; then
@@ -47,6 +54,10 @@ else
   rc=1
   summary="0 1 0"
 fi
+summaries+=("$summary")
+echo "== commit subjects (<= 72 characters after the rule's base commit)" >&2
+summary="$(python3 tools/check_commit_subjects.py)"
+[ "$summary" = "0 1 0" ] && rc=1
 summaries+=("$summary")
 python3 tools/count_tests.py --total "${summaries[@]}"
 exit $rc

@@ -3,11 +3,10 @@
 Search order for the library (the first that exists wins):
   1. the ``CGRT_LIBRARY`` environment variable: the path of the file to load (when set,
      nothing else is tried);
-  2. the package directory (``libcgrt.so.1`` or ``libcgrt.so`` copied next to this file,
-     as a wheel built after ``bazel build //:libcgrt.so`` carries it);
-  3. the repository's ``bazel-bin`` (``libcgrt.so.1``, then ``libcgrt.so``): the
-     repository the package was installed from (recorded at build time in
-     ``_build_info.py``), or, when imported from the source tree, the one it lies in.
+  2. the package directory (``libcgrt.so.1``, then ``libcgrt.so``): the library the wheel
+     bundles (``pip install ./python`` builds it with Bazel and copies it there);
+  3. when the package is imported from the source tree (``PYTHONPATH=python`` or an
+     editable install), that tree's ``bazel-bin`` (``libcgrt.so.1``, then ``libcgrt.so``).
 """
 import ctypes
 import os
@@ -300,15 +299,10 @@ def _package_dir():
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def _repo_roots():
-    roots = []
-    try:
-        from . import _build_info  # written by the in-tree build backend
-        roots.append(_build_info.REPO_ROOT)
-    except ImportError:
-        pass
-    roots.append(os.path.dirname(os.path.dirname(_package_dir())))  # <repo>/python/cgrt
-    return roots
+def _source_tree():
+    """The repository root when the package is imported from <repo>/python/cgrt, else None."""
+    root = os.path.dirname(os.path.dirname(_package_dir()))
+    return root if os.path.isfile(os.path.join(root, "python", "_build", "cgrt_build.py")) else None
 
 
 def candidates():
@@ -319,7 +313,8 @@ def candidates():
     paths = []
     names = ("libcgrt.so.1", "libcgrt.so")
     paths += [os.path.join(_package_dir(), n) for n in names]
-    for root in _repo_roots():
+    root = _source_tree()
+    if root is not None:
         paths += [os.path.join(root, "bazel-bin", n) for n in names]
     return paths
 
@@ -411,5 +406,6 @@ def load():
             _cdll, _path = cdll, os.path.abspath(p)
             return _cdll
         raise LibraryNotFoundError(
-            "cgrt: libcgrt.so not found; build it with `bazel build //:libcgrt.so //:libcgrt_soname` "
-            "in the repository or set CGRT_LIBRARY to its path. Tried: " + "; ".join(tried))
+            "cgrt: libcgrt.so not found; install the package with `pip install ./python` (it builds "
+            "and bundles the library), run `bazel build //:libcgrt_soname` in the source tree, or "
+            "set CGRT_LIBRARY to its path. Tried: " + "; ".join(tried))

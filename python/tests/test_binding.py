@@ -206,21 +206,3 @@ def test_library_search_order(tmp_path):
     assert got.stdout == str(copy), got.stderr
     gone = _run(code, dict(env, CGRT_LIBRARY=str(tmp_path / "nope.so")))
     assert gone.returncode != 0 and "LibraryNotFoundError" in gone.stderr and "nope.so" in gone.stderr
-
-
-@needs_default_library
-def test_pip_installs_the_package_without_network(tmp_path):
-    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode != 0:
-        pytest.skip(f"pip is not installed for {sys.executable}")
-    target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--target", str(target),
-                        os.path.join(REPO, "python")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CGRT_LIBRARY")}
-    env["PYTHONPATH"] = str(target)
-    code = "import cgrt, cgrt._build_info as b; print(cgrt.__file__); print(cgrt.lib.path); print(b.REPO_ROOT)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env)
-    assert r.returncode == 0, r.stderr
-    where, path, root = r.stdout.split()
-    assert where.startswith(str(target)) and os.path.exists(path)
-    assert os.path.realpath(root) == os.path.realpath(REPO) and path.startswith(root)
