@@ -196,6 +196,14 @@ class TorchGraphs:
         self.graphs, self.buckets = {}, []
         self.make_ex = make_ex or (lambda: Exec(eng.be, eng.be.stream_handle(), kernels=False))
         self.name = name
+        self.host_plan = None
+        self.block_table = None
+        self.attention = "cgrt"
+
+    def set_host_plan(self, peer, heads):
+        """For a peer whose plan is host work: plan on the static buffers before each replay
+        (the block table the graphs were captured with)."""
+        self.host_plan = lambda B: peer.plan(self.block_table[:B], self.io["seq_lens"][:B], heads, 1, False)
 
     def bucket(self, n):
         return min(s for s in self.sizes if s >= n)
@@ -224,6 +232,7 @@ class TorchGraphs:
         their memory (outside the timed part); a "first" pass is timed and dropped."""
         io = dict(self.io)
         io["block_table"] = block_table
+        self.block_table = block_table
         keep = warmup == "each"
         pool = self.pool if keep else torch.cuda.graph_pool_handle()
         timed = 0.0
@@ -265,6 +274,8 @@ class TorchGraphs:
         s["positions"].copy_(inp["positions"], non_blocking=True)
         s["seq_lens"].copy_(inp["seq_lens"], non_blocking=True)
         s["slot_mapping"].copy_(inp["slot_mapping"], non_blocking=True)
+        if self.host_plan is not None:  # a peer whose plan is host work (FlashInfer): before each replay
+            self.host_plan(B)
         self.graphs[B].replay()
 
 
@@ -707,6 +718,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline, out):
                         after()
             pt["rounds"], pt["steps_per_round"] = rounds, per_round
             pt["host_probe"] = host_probe(eng)
+            attention = {t.name: t.attention for t in tgs}
             for name, (lat, host, sync) in acc.items():
                 st, hs = summarize_ms(lat), summarize_ms(host)
                 if hs:
@@ -715,7 +727,8 @@ def bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline, out):
                     hs["best_round_p50"] = min(round_p50[name])
                 c = patched[name]
                 per = (lambda k: c[k] / c["steps"]) if c["steps"] else (lambda k: None)  # noqa: E731
-                pt["methods"][name] = {"latency_ms": st, "host_us": hs, "sync_step_ms": summarize_ms(sync),
+                pt["methods"][name] = {"attention": attention.get(name, "cgrt"),
+                                       "latency_ms": st, "host_us": hs, "sync_step_ms": summarize_ms(sync),
                                        "tokens_per_s": (n / (st["p50"] / 1e3)) if st else None,
                                        "per_step": {"host_patched_nodes": per("nodes_patched"),
                                                     "device_patch_launches": per("device_patches"),
@@ -1198,6 +1211,11 @@ def main(argv=None):
             if peer is not None:
                 tp = TorchGraphs(eng, eng.decode_sizes, stream, name="torch_graph_peer",
                                  make_ex=lambda: PeerExec(be, peer, cfg.heads))
+                tp.attention = f"{peer.name} {peer.version}"
+                if not peer.plan_is_device_work:
+                    tp.set_host_plan(peer, cfg.heads)
+                out["attention"] = {"torch_graph_peer": f"{peer.name} {peer.version}", "cgrt_prepared": "cgrt",
+                                    "torch_graph": "cgrt"}
                 t0 = time.perf_counter()
                 try:
                     tp.capture(bt_static)

@@ -58,8 +58,8 @@ case "$what" in
     # $OUT/final.tgz (the device tool returns at most 8 files). About 5 minutes on an H200.
     F=$OUT/final
     mkdir -p "$F"
-    part bench 400 python3 bench/model_decode/bench.py --out "$F" --deadline 330 --spec-seconds 60 \
-      --rounds 5 --iters 200 --eager-iters 3
+    part bench 420 python3 bench/model_decode/bench.py --out "$F" --deadline 330 --spec-seconds 60 \
+      --rounds 6 --iters 300 --eager-iters 3
     mv "$OUT"/*.log "$F/" 2>/dev/null
     cp "$OUT/summary.txt" "$F/"
     tar -C "$OUT" -czf "$OUT/final.tgz" final && rm -rf "$F"

@@ -176,7 +176,9 @@ class Exec:
         """Called once per step before the layers (per-step attention metadata)."""
 
     def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
+        """The attention of one layer; returns the tensor holding its output (`out`)."""
         plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale)
+        return out
 
 
 class PeerExec(Exec):
@@ -190,12 +192,19 @@ class PeerExec(Exec):
         self.peer, self.heads = peer, heads
 
     def step_begin(self, io, B):
-        self.peer.plan(io["block_table"][:B], io["seq_lens"][:B], self.heads, 1, False)
+        # FlashMLA's plan is device work (captured with the step); FlashInfer's is host
+        # work, made before each replay instead (TorchGraphs.step), never under capture
+        if self.peer.plan_is_device_work or not torch.cuda.is_current_stream_capturing():
+            self.peer.plan(io["block_table"][:B], io["seq_lens"][:B], self.heads, 1, False)
 
     def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
         B, H = q.shape[0], q.shape[1]
+        if self.peer.name == "flashmla":  # it allocates its output: use it, no copy into `out`
+            o = self.peer.run(q.view(B, 1, H, q.shape[2]), kv, block_table[:B], seq_lens[:B], scale, False)
+            return o.view(B, H, o.shape[-1])
         self.peer.run(q.view(B, 1, H, q.shape[2]), kv, block_table[:B], seq_lens[:B], scale, False,
                       out=out.view(B, 1, H, out.shape[2]))
+        return out
 
 
 class Model:
@@ -257,9 +266,9 @@ class Model:
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
         ex.seg(self._pre_attn(lw, kv_cache, trash_slot), act.hidden[:B], io["positions"][:B],
                io["slot_mapping"][:B], kv_cache, act.q[:B])
-        ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
-               self.cfg.softmax_scale)
-        ex.seg(self._post_attn(lw), act.attn[:B], act.hidden[:B])
+        attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
+                      self.cfg.softmax_scale)
+        ex.seg(self._post_attn(lw), attn, act.hidden[:B])
 
     # ---- steps ----
     def forward(self, ex: Exec, io, B, plan):
