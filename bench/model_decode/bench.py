@@ -507,23 +507,6 @@ def _time_steps(be, stream, fn, iters, warm, deadline, pre, wait):
     return lat, host
 
 
-def raw_step_fn(eng, ring, n, names):
-    """cgrt_graphs_step as one ctypes call per step with prebuilt bindings."""
-    gs = eng.decode_set
-    ids = [gs.buffer_id(k) for k in names]
-    arrs = []
-    for inp in ring:
-        a = (cg._clib.Binding * len(names))()
-        for j, (i, k) in enumerate(zip(ids, names)):
-            a[j] = cg._clib.Binding(i, cg.ptr(inp[k]), 0)
-        arrs.append(a)
-    f, h, m = cg.cgrt.lib.cgrt_graphs_step, gs.handle, len(names)
-
-    def step(i):
-        f(h, 0, n, arrs[i % RING], m)
-    return step
-
-
 HOST_TARGET_US = 10.0  # issue 15: host time per step (rebinding + launch)
 # points where the prepared step is also timed with a blocking wait (the issue's slow host
 # medians were at (1, 8K) and (128, 32K); (1, 1K) as the control)
@@ -569,78 +552,55 @@ def ctypes_floor_us(eng, iters=2000):
     return summarize_ms(us)["p50"]
 
 
+HOST_P99_TARGET_US = 40.0
+
+
 def host_overhead(pt, floor_us):
-    """The point's host times next to the 10 us target: the package call, the raw ctypes
-    call, their difference (what the package adds) and the C call's estimate."""
+    """The point's host times (p50 and p99 over all timed steps, the quietest round's p50
+    beside them) next to the targets (PreparedStep p50 <= 10 us, p99 <= 40 us), and where a
+    prepared step's time over the bare cuGraphLaunch goes: cgrt's step path without
+    bindings over the launch (nobind - launch_floor) and the bindings with the
+    PreparedStep's Python (prepared - nobind)."""
     m = pt["methods"]
-    get = lambda k, q="p50": m[k]["host_us"][q] if k in m and m[k]["host_us"] else None  # noqa: E731
-    pkg, raw, allb = get("cgrt"), get("cgrt_raw"), get("cgrt_rebind_all")
+    get = lambda k, q="p50": m[k]["host_us"].get(q) if k in m and m[k]["host_us"] else None  # noqa: E731
+    h = {"target_us_p50": HOST_TARGET_US, "target_us_p99": HOST_P99_TARGET_US, "ctypes_floor_us_p50": floor_us,
+         "samples_per_method": pt.get("rounds", 0) * pt.get("steps_per_round", 0)}
+    for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
+              "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll"):
+        if k in m:
+            h[k] = {"p50": get(k), "p99": get(k, "p99"), "best_round_p50": get(k, "best_round_p50")}
     prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
-    same = get("cgrt_prepared_same")
-    h = {"target_us": HOST_TARGET_US, "package_us_p50": pkg, "raw_us_p50": raw, "rebind_all_us_p50": allb,
-         "ctypes_floor_us_p50": floor_us, "prepared_us_p50": prep, "nobind_us_p50": nob,
-         "launch_floor_us_p50": lf, "prepared_same_us_p50": same, "samples_per_method": pt.get("rounds", 0) *
-         pt.get("steps_per_round", 0)}
-    for k, name in (("prepared", "cgrt_prepared"), ("prepared_same", "cgrt_prepared_same"), ("package", "cgrt"),
-                    ("raw", "cgrt_raw"), ("nobind", "cgrt_nobind"), ("launch_floor", "launch_floor"),
-                    ("rebind_all", "cgrt_rebind_all"), ("torch_graph", "torch_graph")):
-        h[k + "_us_p99"] = get(name, "p99")
-    h["torch_graph_us_p50"] = get("torch_graph")
-    for k, name in (("prepared", "cgrt_prepared"), ("nobind", "cgrt_nobind"), ("launch_floor", "launch_floor"),
-                    ("package", "cgrt"), ("torch_graph", "torch_graph")):
-        h[k + "_us_best_round_p50"] = get(name, "best_round_p50")
-    best = h["prepared_us_best_round_p50"]
-    if best is not None:
-        h["prepared_best_round_meets_target"] = best <= HOST_TARGET_US
     if prep is not None:
-        h["prepared_meets_target"] = prep <= HOST_TARGET_US
-        h["prepared_p99_meets_target"] = get("cgrt_prepared", "p99") <= HOST_TARGET_US
-        if lf is not None:
-            h["prepared_minus_launch_floor_us"] = prep - lf
-        if same is not None and nob is not None:
-            # where the time over the floor goes: cgrt's rebinding in C (prepared - same),
-            # the PreparedStep's Python (same - nobind), cgrt's step path (nobind - floor)
-            h["breakdown_us"] = {"rebinding_in_c": prep - same, "prepared_python": same - nob,
-                                 "step_path_over_launch": None if lf is None else nob - lf}
-        say(f"  prepared step {prep:.1f} us ({'met' if prep <= HOST_TARGET_US else 'NOT met'}); floors: no-binding "
-            f"step {nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch "
-            f"{lf if lf is None else round(lf, 1)} us")
-    if pkg is not None and raw is not None:
-        h["package_minus_raw_us"] = pkg - raw
-        h["c_call_estimate_us"] = raw - floor_us
-        h["package_meets_target"] = pkg <= HOST_TARGET_US
-        h["raw_meets_target"] = raw <= HOST_TARGET_US
-        say(f"  host p50 vs the {HOST_TARGET_US:.0f} us target: package {pkg:.1f} us "
-            f"({'met' if pkg <= HOST_TARGET_US else 'NOT met'}), raw call {raw:.1f} us, package adds "
-            f"{pkg - raw:.1f} us, C call ~{raw - floor_us:.1f} us (raw - ctypes floor {floor_us:.2f} us)"
-            + ("" if allb is None else f"; rebind all (4 bindings) {allb:.1f} us"))
+        h["prepared_meets_p50_target"] = prep <= HOST_TARGET_US
+        h["prepared_meets_p99_target"] = get("cgrt_prepared", "p99") <= HOST_P99_TARGET_US
+        if nob is not None and lf is not None:
+            h["breakdown_us"] = {"bindings_and_python": prep - nob, "step_path_over_launch": nob - lf,
+                                 "launch_floor": lf}
+        say(f"  host: prepared p50 {prep:.1f} us p99 {get('cgrt_prepared', 'p99'):.1f} us; floors: no-binding step "
+            f"{nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch {lf if lf is None else round(lf, 1)} us")
     pt["host_time"] = h
 
 
 def host_summary(out):
-    """One line per point: the host times against the target (also in the JSON)."""
+    """One line per point: the host times against the targets (also in the JSON)."""
     rows = [dict(batch=p["batch"], context=p["context"], **p["host_time"]) for p in out.get("points", [])
             if "host_time" in p]
     out["host_time_summary"] = rows
     if not rows:
         return
-    say(f"host time per step p50 (us) against the {HOST_TARGET_US:.0f} us target "
-        f"(prepared = PreparedStep, 3 bindings; package = GraphSet.step with 3 bindings; raw = one typed "
-        f"ctypes call, prebuilt bindings; floors: step without bindings, bare cuGraphLaunch):")
+    say(f"host time per step, p50 / p99 over all timed steps (us); targets: PreparedStep p50 <= {HOST_TARGET_US:.0f}, "
+        f"p99 <= {HOST_P99_TARGET_US:.0f}:")
+    fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
     for r in rows:
-        fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
-        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: prepared {fmt(r.get('prepared_us_p50'))} "
-            f"(p99 {fmt(r.get('prepared_us_p99'))}) same {fmt(r.get('prepared_same_us_p50'))} package "
-            f"{fmt(r['package_us_p50'])} raw {fmt(r['raw_us_p50'])} nobind {fmt(r.get('nobind_us_p50'))} launch "
-            f"{fmt(r.get('launch_floor_us_p50'))} (p99 {fmt(r.get('launch_floor_us_p99'))}) rebind-all "
-            f"{fmt(r['rebind_all_us_p50'])} torch {fmt(r.get('torch_graph_us_p50'))}  n {r.get('samples_per_method')}"
-            f"  {'OK' if r.get('prepared_meets_target') else 'over target'}; quietest round: prepared "
-            f"{fmt(r.get('prepared_us_best_round_p50'))} launch {fmt(r.get('launch_floor_us_best_round_p50'))} "
-            f"torch {fmt(r.get('torch_graph_us_best_round_p50'))}"
-            f"  {'OK' if r.get('prepared_best_round_meets_target') else 'over target'}")
+        parts = []
+        for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
+                  "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll"):
+            if k in r:
+                parts.append(f"{k} {fmt(r[k]['p50'])}/{fmt(r[k]['p99'])}")
+        say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: " + "  ".join(parts))
 
 
-def bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline, out):
+def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
     cfg, S = eng.cfg, eng.S
     points = []
     if not be.emulated:
@@ -1189,7 +1149,6 @@ def main(argv=None):
         bt_host = perm.view(S, pps)
         eng.bench_bt = bt_host.to(be.device)
         bt_static = eng.bench_bt.clone()
-        bt_ring = [eng.bench_bt.clone() for _ in range(RING)]
         be.synchronize()
         say(f"KV caches filled with random latents in {time.perf_counter() - t0:.1f} s")
         pi, dpi = eng.plan.info, eng.dplan.info
@@ -1229,7 +1188,7 @@ def main(argv=None):
         write(out, args.out)
 
         say("decode steps:")
-        bench_points(args, be, eng, tgs, stream, bt_static, bt_ring, deadline - args.spec_seconds, out)
+        bench_points(args, be, eng, tgs, stream, bt_static, deadline - args.spec_seconds, out)
         host_summary(out)
         if args.no_spec:
             out["spec"] = {"skipped": "--no-spec"}
