@@ -15,7 +15,7 @@ namespace {
 void module_cases() {
   runtime_handle_cases("cgrt_module_load", [](World &, cgrt_runtime *rt) {
     cgrt_module *m = nullptr;
-    cgrt_status st = cgrt_module_load(rt, adv_kernels_image(), &m);
+    cgrt_status st = cgrt_module_load(rt, synth::kernels_image(), &m);
     if (st == OK) cgrt_module_unload(m);
     return st;
   });
@@ -28,7 +28,7 @@ void module_cases() {
   });
   A("cgrt_module_load/out NULL", [](Ctx &c) {
     World w(c);
-    if (w.rt) c.expect(cgrt_module_load(w.rt, adv_kernels_image(), nullptr), {IA}, "module_load(rt, image, NULL)");
+    if (w.rt) c.expect(cgrt_module_load(w.rt, synth::kernels_image(), nullptr), {IA}, "module_load(rt, image, NULL)");
   });
   for (int variant = 0; variant < 2; variant++) {
     A(std::string("cgrt_module_load/") + (variant ? "PTX text that is not PTX" : "4 KiB of junk as image"),
@@ -59,11 +59,11 @@ void module_cases() {
       cgrt_module *dead = w.dead_module();
       c.expect(cgrt_module_unload(bad_handle(b, live, dead)), {IH}, "cgrt_module_unload");
       CUfunction f;
-      c.expect_ok(cgrt_module_function(live, "adv_scale", &f), "the live module after");
+      c.expect_ok(cgrt_module_function(live, "synth_scale", &f), "the live module after");
     });
   module_handle_cases("cgrt_module_function", [](World &, cgrt_module *m) {
     CUfunction f;
-    return cgrt_module_function(m, "adv_scale", &f);
+    return cgrt_module_function(m, "synth_scale", &f);
   });
   struct FnCase {
     const char *what;
@@ -71,7 +71,7 @@ void module_cases() {
   };
   static const FnCase kFn[] = {
       {"name NULL", [](cgrt_module *m) { CUfunction f; return cgrt_module_function(m, nullptr, &f); }},
-      {"out NULL", [](cgrt_module *m) { return cgrt_module_function(m, "adv_scale", nullptr); }},
+      {"out NULL", [](cgrt_module *m) { return cgrt_module_function(m, "synth_scale", nullptr); }},
       {"no such kernel", [](cgrt_module *m) { CUfunction f; return cgrt_module_function(m, "adv_no_such_kernel", &f); }},
       {"name \"\"", [](cgrt_module *m) { CUfunction f; return cgrt_module_function(m, "", &f); }},
       {"name of 100000 characters",

@@ -13,7 +13,6 @@
 #include "cgrt/cgrt_event.h"
 #include "cgrt/cgrt_graphs.h"
 #include "cgrt/cgrt_memory.h"
-#include "tests/adversarial/engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 #include "tests/adversarial/world.h"

@@ -65,7 +65,7 @@ TEST_F(GraphsValidation, WhatMustNotRunDuringCaptureIsRefusedOnTheCapturingThrea
   cgrt_module *loaded = nullptr;
   cgrt_runtime *made = nullptr;
   under_capture = [&] {
-    got.emplace_back("cgrt_module_load", cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &loaded));
+    got.emplace_back("cgrt_module_load", cgrt_module_load(rt, synth::kernels_image(), &loaded));
     got.emplace_back("cgrt_module_unload", cgrt_module_unload(mod));
     got.emplace_back("cgrt_runtime_create", cgrt_runtime_create(nullptr, &made));
     got.emplace_back("cgrt_runtime_destroy", cgrt_runtime_destroy(rt));

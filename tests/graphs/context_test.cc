@@ -78,10 +78,10 @@ TEST_F(GraphsValidation, EveryGraphAndModuleEntryPointMakesTheContextCurrent) {
          EXPECT_EQ(cgrt_graphs_create(rt, &o, &other), CGRT_SUCCESS);
        }},
       {"cgrt_graphs_destroy", [&] { EXPECT_EQ(cgrt_graphs_destroy(other), CGRT_SUCCESS); }},
-      {"cgrt_module_load", [&] { EXPECT_EQ(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &m2), CGRT_SUCCESS); }},
+      {"cgrt_module_load", [&] { EXPECT_EQ(cgrt_module_load(rt, synth::kernels_image(), &m2), CGRT_SUCCESS); }},
       {"cgrt_module_function", [&] {
          CUfunction f = nullptr;
-         EXPECT_EQ(cgrt_module_function(m2, "gt_scale", &f), CGRT_SUCCESS);
+         EXPECT_EQ(cgrt_module_function(m2, "synth_scale", &f), CGRT_SUCCESS);
        }},
       {"cgrt_module_unload", [&] { EXPECT_EQ(cgrt_module_unload(m2), CGRT_SUCCESS); }},
       {"cgrt_launch_kernel", [&] {

@@ -1,7 +1,7 @@
 // The fixture of the graph-set contract tests: a runtime and a one-kernel host engine
-// (gt_scale of the test fatbin: out = in * 2 + 1 over the padded rows, plus the metadata
-// buffers a set with meta.enabled needs), a set over it, and the checks those tests
-// share. Through the public headers (plus the helpers of tests/common/validation_util.h);
+// (synth_scale of tests/common/synth_kernels.h: out = in * 2 + 1 over the padded rows,
+// plus the metadata buffers a set with meta.enabled needs), a set over it, and the checks
+// those tests share. Through the public headers (plus the helpers of tests/common/validation_util.h);
 // on the driver CGRT_DRIVER selects (the emulation in CI; CGRT_DRIVER=cuda on an H200).
 #ifndef CGRT_TESTS_GRAPHS_ONE_KERNEL_FIXTURE_H
 #define CGRT_TESTS_GRAPHS_ONE_KERNEL_FIXTURE_H
@@ -17,17 +17,9 @@
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
+#include "tests/common/synth_kernels.h"
 #include "tests/common/test_util.h"
 #include "tests/common/validation_util.h"
-
-// The test fatbin (//tests/graphs:test_fatbin): gt_scale(n, in, out, a) is in image 0.
-struct cgrt_test_fatbin_entry {
-  const char *source;
-  const unsigned char *image;
-  size_t size;
-  int optional;
-};
-extern "C" const cgrt_test_fatbin_entry cgrt_test_graphs_fatbin[];
 
 namespace cgrt_graphs_contract {
 
@@ -35,14 +27,6 @@ using cgrt_test::count_of;
 using cgrt_test::leaves_context_current;
 using cgrt_test::request_1d;
 using cgrt_test::WarnSink;
-
-inline void scale_ref(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  int n = *(const int *)(const void *)(p + off[0]);
-  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
-  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
-  float a = *(const float *)(const void *)(p + off[3]);
-  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
-}
 
 // A one-kernel host engine: out = in * 2 + 1 over the padded rows, plus the metadata
 // buffers a set with meta.enabled needs (unused by the kernel).
@@ -83,15 +67,14 @@ class GraphsValidation : public ::testing::Test {
   }
 
   void start(int fault_injection = 0) {
-    const size_t psizes[4] = {4, 8, 8, 4};
-    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, psizes, scale_ref));
+    CGRT_ASSERT_OK(synth::register_refs());
     rt = cgrt_test::make_runtime(fault_injection);
     ASSERT_NE(rt, nullptr);
     attach_engine();
   }
   void attach_engine() {
-    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &mod));
-    CGRT_ASSERT_OK(cgrt_module_function(mod, "gt_scale", &fn));
+    CGRT_ASSERT_OK(cgrt_module_load(rt, synth::kernels_image(), &mod));
+    CGRT_ASSERT_OK(cgrt_module_function(mod, "synth_scale", &fn));
     const int64_t elems[NB] = {64, 64, kMaxReqs, kMaxReqs, kMaxReqs * kBlocks, kMaxReqs, kMaxReqs, kMaxReqs};
     const cgrt_dtype types[NB] = {CGRT_DTYPE_F32, CGRT_DTYPE_F32, CGRT_DTYPE_I32, CGRT_DTYPE_I64,
                                   CGRT_DTYPE_I32, CGRT_DTYPE_I32, CGRT_DTYPE_I64, CGRT_DTYPE_I64};

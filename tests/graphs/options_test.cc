@@ -230,7 +230,7 @@ TEST_F(GraphsValidation, ModuleFunctionRefusesAnEmptyName) {
   CUfunction f = reinterpret_cast<CUfunction>(0x1);
   expect_invalid(cgrt_module_function(mod, "", &f), "an empty name");
   expect_invalid(cgrt_module_function(mod, "no_such_kernel", &f), "no kernel 'no_such_kernel'");
-  CGRT_ASSERT_OK(cgrt_module_function(mod, "gt_scale", &f));
+  CGRT_ASSERT_OK(cgrt_module_function(mod, "synth_scale", &f));
 }
 
 }  // namespace
