@@ -52,8 +52,6 @@ run runtime_test 300 "$B/runtime_test"
 run fault_test 300 "$B/fault_test"
 run c_api_test 60 "$B/c_api_test"
 run event_test 60 "$B/event_test"
-run runtime_validation_test 300 "$B/runtime_validation_test"
-run graphs_validation_test 300 "$B/graphs_validation_test"
 run driver_select_test 60 "$B/driver_select_test"
 # The adversarial suite with the real driver (issue 14): in full but for the fault sweep,
 # which runs its CI slice here (every fault point takes ~25 min on the GPU: tools/adversarial.sh).

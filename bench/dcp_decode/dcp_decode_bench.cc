@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/bench_args.h"
 #include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_dcp.h"
 #include "runtime/runtime_internal.h"
@@ -173,25 +174,19 @@ int main(int argc, char **argv) {
   int world = 2, reps = 20;
   bool smoke = false;
   std::vector<std::array<int, 3>> shapes;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, atoi(argv[++i]));
-    else if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--merge") && i + 1 < argc) merges = argv[++i];
-    else if (!strcmp(argv[i], "--nccl") && i + 1 < argc) nccl_lib = argv[++i];
-    else if (!strcmp(argv[i], "--smoke")) smoke = true;
-    else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
-      std::array<int, 3> sh{};
-      if (sscanf(argv[++i], "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
-        fprintf(stderr, "--shape wants batch,heads,context (context >= 64), got '%s'\n", argv[i]);
-        return 2;
-      }
-      shapes.push_back(sh);
-    } else {
-      fprintf(stderr, "unknown argument %s\n", argv[i]);
-      return 2;
+  cgrt_bench::Args args;
+  args.value("--out", &out_path).value("--reps", &reps).value("--world", &world).value("--merge", &merges);
+  args.value("--nccl", &nccl_lib).flag("--smoke", &smoke).value("--shape", [&](const char *v) {
+    std::array<int, 3> sh{};
+    if (sscanf(v, "%d,%d,%d", &sh[0], &sh[1], &sh[2]) != 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64) {
+      fprintf(stderr, "--shape wants batch,heads,context (context >= 64), got '%s'\n", v);
+      return false;
     }
-  }
+    shapes.push_back(sh);
+    return true;
+  });
+  if (!args.parse(argc, argv, cgrt_bench::Args::kStrict)) return 2;
+  reps = std::max(1, reps);
   if (world < 2 || (merges != "a2a" && merges != "rs" && merges != "both")) {
     fprintf(stderr, "--world wants >= 2, --merge a2a|rs|both\n");
     return 2;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_args.h"
 #include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_mla.h"
 #include "runtime/runtime_internal.h"
@@ -68,25 +69,24 @@ int main(int argc, char **argv) {
   int layers = 8;
   std::vector<std::array<int, 5>> only;  // --shape b,h,ctx[,k[,causal]] (repeatable): these shapes only
   std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ab")) ab = true;
-    else if (!strcmp(argv[i], "--fp8")) fp8 = true;
-    else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--smoke")) smoke = true;
-    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::max(0, atoi(argv[++i]));
-    else if (!strcmp(argv[i], "--variants") && i + 1 < argc) keep = "," + std::string(argv[++i]) + ",";
-    else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
-      std::array<int, 5> sh{0, 0, 0, 1, 0};
-      const int n = sscanf(argv[++i], "%d,%d,%d,%d,%d", &sh[0], &sh[1], &sh[2], &sh[3], &sh[4]);
-      if (n < 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64 || sh[3] < 1 || sh[4] < 0 || sh[4] > 1) {
-        fprintf(stderr, "--shape wants batch,heads,context[,block_len[,causal]] (context >= 64), got '%s'\n",
-                argv[i]);
-        return 2;
-      }
-      only.push_back(sh);
+  cgrt_bench::Args args;
+  args.flag("--ab", &ab).flag("--fp8", &fp8).value("--out", &out_path).value("--reps", &reps);
+  args.flag("--smoke", &smoke).value("--layers", &layers).value("--variants", [&](const char *v) {
+    keep = "," + std::string(v) + ",";
+    return true;
+  });
+  args.value("--shape", [&](const char *v) {
+    std::array<int, 5> sh{0, 0, 0, 1, 0};
+    const int n = sscanf(v, "%d,%d,%d,%d,%d", &sh[0], &sh[1], &sh[2], &sh[3], &sh[4]);
+    if (n < 3 || sh[0] < 1 || sh[1] < 1 || sh[2] < 64 || sh[3] < 1 || sh[4] < 0 || sh[4] > 1) {
+      fprintf(stderr, "--shape wants batch,heads,context[,block_len[,causal]] (context >= 64), got '%s'\n", v);
+      return false;
     }
-  }
+    only.push_back(sh);
+    return true;
+  });
+  if (!args.parse(argc, argv, cgrt_bench::Args::kLenient)) return 2;
+  layers = std::max(0, layers);
   const std::string cmd = cgrt_bench::command_line(argc, argv);
 
   OK(cgrt_runtime_create(nullptr, &rt));

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_args.h"
 #include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_graphs.h"
 #include "kernels/registry.h"
@@ -244,16 +245,15 @@ std::vector<cgrt_binding> bindings_for(Step &S, int k, int j) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string command = cgrt_bench::command_line(argc, argv);  // before strtok
+  const std::string command = cgrt_bench::command_line(argc, argv);
   std::vector<int> sizes = {32, 128, 512};
   int iters = 400;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--sizes") && i + 1 < argc) {
-      sizes.clear();
-      for (char *t = strtok(argv[++i], ","); t; t = strtok(nullptr, ",")) sizes.push_back(atoi(t));
-    }
-  }
+  cgrt_bench::Args args;
+  args.value("--iters", &iters).value("--sizes", [&](const char *v) {
+    sizes = cgrt_bench::int_list(v);
+    return true;
+  });
+  args.parse(argc, argv, cgrt_bench::Args::kLenient);
   cgrt__ref_kernel k1 = {"bench_node", 2, {8, 8}, node_ref};
   cgrt__ref_kernel k2 = {"bench_node_pdl", 2, {8, 8}, node_ref};
   cgrt__ref_kernel_register(&k1);

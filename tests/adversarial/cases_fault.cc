@@ -24,7 +24,6 @@
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_workspace.h"
-#include "tests/adversarial/engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 #include "tests/adversarial/world.h"

@@ -16,7 +16,6 @@
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
-#include "tests/adversarial/engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 #include "tests/adversarial/world.h"
@@ -97,11 +96,11 @@ void destroy_cases() {
     cgrt_runtime *rt = new_runtime(c);
     if (!rt) return;
     cgrt_module *m = nullptr;
-    if (!c.expect_ok(cgrt_module_load(rt, adv_kernels_image(), &m), "module load"))
+    if (!c.expect_ok(cgrt_module_load(rt, synth::kernels_image(), &m), "module load"))
       return (void)cgrt_runtime_destroy(rt);
     c.expect_ok(cgrt_runtime_destroy(rt), "cgrt_runtime_destroy with a loaded module");
     CUfunction f = nullptr;
-    c.expect(cgrt_module_function(m, "adv_scale", &f), {IH}, "cgrt_module_function afterwards");
+    c.expect(cgrt_module_function(m, "synth_scale", &f), {IH}, "cgrt_module_function afterwards");
     c.expect(cgrt_module_unload(m), {IH}, "cgrt_module_unload afterwards");
   });
   L("launch of a function whose module was unloaded",
@@ -110,8 +109,8 @@ void destroy_cases() {
       if (!w.engine()) return;  // the references are registered
       cgrt_module *m = nullptr;
       CUfunction f = nullptr;
-      if (!c.expect_ok(cgrt_module_load(w.rt, adv_kernels_image(), &m), "load") ||
-          !c.expect_ok(cgrt_module_function(m, "adv_scale", &f), "function"))
+      if (!c.expect_ok(cgrt_module_load(w.rt, synth::kernels_image(), &m), "load") ||
+          !c.expect_ok(cgrt_module_function(m, "synth_scale", &f), "function"))
         return;
       c.expect_ok(cgrt_module_unload(m), "unload");
       CUdeviceptr p = w.buffer(64);
@@ -194,12 +193,12 @@ void reuse_cases() {
       "module",
       [](Ctx &c, World &w) -> cgrt_module * {
         cgrt_module *m = nullptr;
-        return c.expect_ok(cgrt_module_load(w.rt, adv_kernels_image(), &m), "cgrt_module_load") ? m : nullptr;
+        return c.expect_ok(cgrt_module_load(w.rt, synth::kernels_image(), &m), "cgrt_module_load") ? m : nullptr;
       },
       [](cgrt_module *m) { cgrt_module_unload(m); },
       [](cgrt_module *m) {
         CUfunction f;
-        cgrt_status st = cgrt_module_function(m, "adv_scale", &f);
+        cgrt_status st = cgrt_module_function(m, "synth_scale", &f);
         return st == IA ? OK : st;  // the emulation may not know the name yet: still live
       });
   L("destroying a destroyed runtime's handle leaves the runtime made after it alive", [](Ctx &c) {
@@ -246,7 +245,7 @@ void kind_cases() {
     pi.size = sizeof pi;
     c.expect(cgrt_mla_plan_get_info(reinterpret_cast<cgrt_mla_plan *>(s), &pi), {IH}, "a graph set as plan");
     CUfunction f;
-    c.expect(cgrt_module_function(reinterpret_cast<cgrt_module *>(w.rt), "adv_scale", &f), {IH}, "a runtime as module");
+    c.expect(cgrt_module_function(reinterpret_cast<cgrt_module *>(w.rt), "synth_scale", &f), {IH}, "a runtime as module");
     c.expect(cgrt_module_unload(reinterpret_cast<cgrt_module *>(p)), {IH}, "a plan as module");
     c.expect(cgrt_graphs_destroy(reinterpret_cast<cgrt_graphs *>(m)), {IH}, "a module as graph set");
     c.expect(cgrt_runtime_destroy(reinterpret_cast<cgrt_runtime *>(s)), {IH}, "a graph set as runtime (destroy)");
@@ -254,7 +253,7 @@ void kind_cases() {
     c.expect_ok(info_of(w.rt), "the runtime after all that");
     c.expect_ok(cgrt_graphs_step(s, CGRT_GRAPH_DECODE, 2, nullptr, 0), "the graph set after all that");
     c.expect_ok(cgrt_mla_plan_get_info(p, &pi), "the plan after all that");
-    c.expect_ok(cgrt_module_function(m, "adv_scale", &f), "the module after all that");
+    c.expect_ok(cgrt_module_function(m, "synth_scale", &f), "the module after all that");
   });
 }
 
@@ -439,7 +438,7 @@ void capture_cases() {
   // done without harm (the capture and the steps after it still check out).
   capture_case("cgrt_module_load", [](World &w, Engine &, CUdeviceptr) {
     cgrt_module *m = nullptr;
-    cgrt_status st = cgrt_module_load(w.rt, adv_kernels_image(), &m);
+    cgrt_status st = cgrt_module_load(w.rt, synth::kernels_image(), &m);
     if (st == OK) cgrt_module_unload(m);
     return st;
   }, {CAP, DRV, OK});
@@ -472,7 +471,7 @@ void capture_cases() {
   }, {OK});
   capture_case("cgrt_module_function (allowed)", [](World &, Engine &e, CUdeviceptr) {
     CUfunction f;
-    return cgrt_module_function(e.mod, "adv_attn", &f);
+    return cgrt_module_function(e.mod, "synth_attn", &f);
   }, {OK});
   capture_case("cgrt_fault_set (allowed)", [](World &, Engine &, CUdeviceptr) { return cgrt_fault_set(nullptr); }, {OK});
 }

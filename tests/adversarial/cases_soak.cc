@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "cgrt/cgrt_graphs.h"
-#include "tests/adversarial/engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 #include "tests/adversarial/world.h"

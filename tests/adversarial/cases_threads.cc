@@ -22,7 +22,6 @@
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
-#include "tests/adversarial/engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 #include "tests/adversarial/world.h"
@@ -220,8 +219,8 @@ void shared_runtime_cases() {
       for (int i = 0; i < n; i++) {
         cgrt_module *m = nullptr;
         CUfunction f = nullptr;
-        if (!x.expect_ok(cgrt_module_load(w.rt, adv_kernels_image(), &m), "load")) return;
-        if (x.expect_ok(cgrt_module_function(m, "adv_scale", &f), "function")) {
+        if (!x.expect_ok(cgrt_module_load(w.rt, synth::kernels_image(), &m), "load")) return;
+        if (x.expect_ok(cgrt_module_function(m, "synth_scale", &f), "function")) {
           for (int j = 0; j < 256; j++) in[(size_t)j] = (float)(t + i + j);
           x.expect_ok(cgrt_memcpy_htod(w.rt, buf[(size_t)t], in.data(), 1024), "htod");
           int cnt = 128;
@@ -249,11 +248,11 @@ void shared_runtime_cases() {
     run_threads(c, [&](int t, Ctx &x) {
       for (int i = 0; i < n; i++) {
         if (t < 2) {
-          x.expect_ok(register_engine_refs(true), "re-register");
+          x.expect_ok(synth::register_refs(true), "re-register");
           continue;
         }
         CUfunction f = nullptr;
-        if (!x.expect_ok(cgrt_module_function(w.module(), "adv_scale", &f), "function")) return;
+        if (!x.expect_ok(cgrt_module_function(w.module(), "synth_scale", &f), "function")) return;
         int cnt = 64;
         CUdeviceptr p = buf[(size_t)t], q = buf[(size_t)t] + 512;
         float a = 1.0f;

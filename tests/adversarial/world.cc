@@ -13,7 +13,11 @@ EngineConfig small_engine() {
   EngineConfig e;
   e.max_reqs = 4;
   e.block_len = 2;
+  e.block_size = 8;
+  e.max_blocks = 8;
+  e.max_model_len = 60;
   e.alternates = 1;
+  e.tag = "adv";
   return e;
 }
 
@@ -155,7 +159,7 @@ cgrt_mla_plan *World::dead_plan() {
 cgrt_module *World::dead_module() {
   if (rt == nullptr) return nullptr;
   cgrt_module *m = nullptr;
-  if (!c.expect_ok(cgrt_module_load(rt, adv_kernels_image(), &m), "cgrt_module_load (dead module)")) return nullptr;
+  if (!c.expect_ok(cgrt_module_load(rt, synth::kernels_image(), &m), "cgrt_module_load (dead module)")) return nullptr;
   c.expect_ok(cgrt_module_unload(m), "cgrt_module_unload (dead module)");
   return m;
 }

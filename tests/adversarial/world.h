@@ -9,13 +9,24 @@
 #include "cgrt/cgrt_graphs.h"
 #include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_module.h"
-#include "tests/adversarial/engine.h"
+#include "tests/common/synth_engine.h"
 #include "tests/adversarial/fixture.h"
 #include "tests/adversarial/harness.h"
 
 namespace adv {
 
-// The engine configuration of the small worlds: 4 requests, block mode k = 2.
+// The suite's host engine is the tests' synthetic engine (tests/common/synth_engine.h):
+// buffer sets in workspace reservations, no memset node (the public API has none).
+using EngineConfig = synth::Config;
+using synth::Batch;
+using synth::Buf;
+using synth::Engine;
+using synth::kBufNames;
+using synth::REQ_SEQ, synth::REQ_POS, synth::BT, synth::SEQ, synth::POS, synth::SLOT, synth::X, synth::KV,
+    synth::OUT, synth::Y, synth::Z, synth::SCR, synth::WIN, synth::WOUT, synth::NB;
+
+// The engine configuration of the small worlds: 4 requests, block mode k = 2, blocks of 8
+// tokens, 60 tokens at most, one alternate of each buffer, reservations named "adv.*".
 EngineConfig small_engine();
 // MLA options of a small plan: 16 heads, max_model_len 64 x max_num_seqs.
 cgrt_mla_options small_mla(int max_num_seqs = 2, int block_len = 1);
@@ -35,7 +46,7 @@ class World {
   // A captured set over the engine's buffers; `tweak` may change the options first.
   cgrt_graphs *graphs(void (*tweak)(cgrt_graphs_options *) = nullptr);
   cgrt_module *module();  // the engine's module
-  CUfunction function();  // adv_scale of the engine's module
+  CUfunction function();  // synth_scale of the engine's module
   cgrt_mla_plan *plan();
   // Valid decode arguments for plan() (every row padding: seq_lens 0).
   cgrt_mla_args mla_args();

@@ -1,5 +1,6 @@
-// Helpers of the validation tests (issue 14): the context a call leaves current on a
-// new thread, warnings caught from the log callback, one-buffer workspace requests.
+// Helpers of the contract tests (issue 14): the context a call leaves current on a new
+// thread, warnings caught from the log callback, one-buffer workspace requests, a small
+// MLA plan's options.
 #ifndef CGRT_TESTS_VALIDATION_UTIL_H
 #define CGRT_TESTS_VALIDATION_UTIL_H
 
@@ -11,10 +12,21 @@
 #include <thread>
 #include <vector>
 
+#include "cgrt/cgrt_mla.h"
 #include "cgrt/cgrt_workspace.h"
 #include "runtime/runtime_internal.h"
 
 namespace cgrt_test {
+
+// Options of a small MLA plan (2 sequences of 256 tokens, 16 heads).
+inline cgrt_mla_options small_plan_options() {
+  cgrt_mla_options mo;
+  cgrt_mla_options_init(&mo);
+  mo.max_num_seqs = 2;
+  mo.heads = 16;
+  mo.max_model_len = 256;
+  return mo;
+}
 
 // How many times `what` occurs in s.
 inline size_t count_of(const std::string &s, const std::string &what) {

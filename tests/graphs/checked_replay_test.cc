@@ -29,12 +29,12 @@ TEST_F(GraphsTest, CheckedReplayCatchesWorkspaceReallocatedAfterCapture) {
   CGRT_ASSERT_OK(cgrt_workspace_request(rt, CGRT_LANE_TARGET, "synth.w", &t, 1, &ws2));
   ASSERT_NE(ws2, ws);
   std::vector<float> sentinel((size_t)eng.max_rows, 5.0f);
-  eng.put(eng.a.p[synth::OUT], sentinel);
+  eng.put(eng.a[synth::OUT], sentinel);
   CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
   std::string msg = cgrt_last_error();
-  EXPECT_NE(msg.find("gt_scale"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("synth_scale"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parameter 2"), std::string::npos) << msg;
-  EXPECT_EQ(eng.get<float>(eng.a.p[synth::OUT], 4), std::vector<float>(4, 5.0f)) << "nothing launched";
+  EXPECT_EQ(eng.get<float>(eng.a[synth::OUT], 4), std::vector<float>(4, 5.0f)) << "nothing launched";
 }
 
 TEST_F(GraphsTest, CheckedReplayCatchesUndeclaredRange) {
@@ -141,7 +141,7 @@ TEST_F(GraphsTest, CheckedReplayRefusesABindingToUnregisteredHostMemory) {
   start();
   checked_set();
   step_and_check(CGRT_GRAPH_DECODE, 5, {}, "baseline");
-  std::vector<float> host(eng.a.bytes[synth::X] / 4, 1.0f);
+  std::vector<float> host(eng.bytes[synth::X] / 4, 1.0f);
   sentinel_out();
   const cgrt_binding bad = {synth::X, (CUdeviceptr)(uintptr_t)host.data(), 0};
   CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 5, &bad, 1));
@@ -202,7 +202,7 @@ TEST_F(GraphsTest, DeclaredRangesMustLieInsideOneLiveAllocation) {
 }
 
 namespace {
-// gt_scale with n = 0: its in/out parameters are never read. `in` holds `unused`, a
+// synth_scale with n = 0: its in/out parameters are never read. `in` holds `unused`, a
 // value no allocation was ever at; `out` the host's chosen address.
 struct Unread {
   const cgrt__driver *drv = nullptr;
@@ -227,16 +227,16 @@ TEST_F(GraphsTest, CheckedReplayIgnoresAHostAddressAKernelDoesNotRead) {
   start();
   cgrt_module *m = nullptr;
   Unread u;
-  load_gt_scale(&m, &u.f);
+  load_synth_scale(&m, &u.f);
   ASSERT_NE(u.f, nullptr);
   u.drv = eng.drv;
   u.unused = 0x7ffc2e6d4060ull;  // 8-byte aligned, above 4 GiB: looks like a pointer
   unsigned long long id = 0;
   ASSERT_EQ(eng.drv->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, u.unused), CUDA_ERROR_INVALID_VALUE)
       << "no allocation there";
-  const CUdeviceptr y = eng.alloc(eng.a.bytes[synth::Y]);
+  const CUdeviceptr y = eng.alloc(eng.bytes[synth::Y]);
   ASSERT_NE(y, 0u);
-  cgrt_buffer_desc buf = {"y", y, eng.a.bytes[synth::Y], CGRT_BUFFER_INOUT};
+  cgrt_buffer_desc buf = {"y", y, eng.bytes[synth::Y], CGRT_BUFFER_INOUT};
   u.out = y;  // a registered buffer
   one_bucket_set(unread_cb, &u, &buf, 1, 0, /*checked=*/1);
   CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 2, nullptr, 0));

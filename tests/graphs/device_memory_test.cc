@@ -11,7 +11,7 @@ namespace cgrt_graphs_test {
 TEST_F(GraphsTest, CheckedReplayRefusesABufferWhoseAllocationWasFreedAndReallocated) {
   start();
   checked_set();
-  const size_t xb = eng.a.bytes[synth::X];
+  const size_t xb = eng.bytes[synth::X];
   CUdeviceptr a = 0, b = 0;
   CGRT_ASSERT_OK(cgrt_mem_alloc(rt, xb, &a));
   cur[synth::X] = copy_of(synth::X, a);
@@ -29,7 +29,7 @@ TEST_F(GraphsTest, CheckedReplayRefusesABufferWhoseAllocationWasFreedAndRealloca
   EXPECT_TRUE(out_untouched()) << "nothing launched";
   cur[synth::X] = copy_of(synth::X, b);
   step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, b, 0}}, "x bound to the new allocation");
-  cur[synth::X] = eng.a.p[synth::X];
+  cur[synth::X] = eng.a[synth::X];
   step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, cur[synth::X], 0}}, "x bound back");
   CGRT_ASSERT_OK(cgrt_mem_free(rt, b));
   if (!cgrt_test::is_emulated(rt)) return;
@@ -48,7 +48,7 @@ TEST_F(GraphsTest, CheckedReplayRefusesABufferWhoseAllocationWasFreedAndRealloca
   EXPECT_NE(msg.find("reused"), std::string::npos) << msg;
   EXPECT_TRUE(out_untouched()) << "nothing launched";
   step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, h, 0}}, "x bound to the new registration");
-  cur[synth::X] = eng.a.p[synth::X];
+  cur[synth::X] = eng.a[synth::X];
   step_and_check(CGRT_GRAPH_DECODE, 5, {{synth::X, cur[synth::X], 0}}, "x bound back");
   CGRT_ASSERT_OK(cgrt_mem_unregister(rt, h));
 }
@@ -70,7 +70,7 @@ TEST_F(GraphsTest, CheckedReplayRefusesAParameterIntoAFreedAndReallocatedAllocat
   sentinel_out();
   CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));
   std::string msg = cgrt_last_error();
-  EXPECT_NE(msg.find("gt_scale"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("synth_scale"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parameter 2"), std::string::npos) << msg;
   if (b == a) {
     EXPECT_NE(msg.find("reused"), std::string::npos) << msg;
@@ -120,7 +120,7 @@ TEST_F(GraphsTest, RegisteredHostMemoryIsUsableOnTheEmulation) {
   CGRT_ASSERT_OK(cgrt_memset_d8(rt, hout, 0xff, 256));
   cgrt_module *m = nullptr;
   CUfunction f = nullptr;
-  load_gt_scale(&m, &f);
+  load_synth_scale(&m, &f);
   ASSERT_NE(f, nullptr);
   int n = 64;
   CUdeviceptr pin = hin, pout = hout;

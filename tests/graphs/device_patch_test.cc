@@ -34,11 +34,11 @@ TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
     const CUdeviceptr alt = move_to_copy(c.buf);
     ASSERT_NE(alt, 0u);
     cgrt_graphs_stats before = stats();
-    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kBufNames[c.buf]);
     cgrt_graphs_stats after = stats();
-    EXPECT_EQ(after.nodes_patched - before.nodes_patched, c.host) << synth::kNames[c.buf];
-    EXPECT_EQ(after.device_nodes_patched - before.device_nodes_patched, c.device) << synth::kNames[c.buf];
-    EXPECT_EQ(after.device_patches - before.device_patches, c.device ? 1u : 0u) << synth::kNames[c.buf];
+    EXPECT_EQ(after.nodes_patched - before.nodes_patched, c.host) << synth::kBufNames[c.buf];
+    EXPECT_EQ(after.device_nodes_patched - before.device_nodes_patched, c.device) << synth::kBufNames[c.buf];
+    EXPECT_EQ(after.device_patches - before.device_patches, c.device ? 1u : 0u) << synth::kBufNames[c.buf];
     before = after;
     step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, "same address again");
     after = stats();
@@ -59,10 +59,10 @@ TEST_F(GraphsTest, DevicePatchRebindingMatchesEagerWithOneHostUpdatePerStep) {
     std::vector<cgrt_binding> bind;
     for (synth::Buf f : {synth::X, synth::OUT, synth::Y, synth::KV}) {
       if (rng() % 2) continue;
-      CUdeviceptr alt = eng.alloc(eng.a.bytes[f]);
+      CUdeviceptr alt = eng.alloc(eng.bytes[f]);
       ASSERT_NE(alt, 0u);
       ASSERT_EQ(sync(), CGRT_SUCCESS);
-      ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(alt, cur[f], eng.a.bytes[f], nullptr), CUDA_SUCCESS);
+      ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(alt, cur[f], eng.bytes[f], nullptr), CUDA_SUCCESS);
       cur[f] = alt;
       bind.push_back({(int)f, alt, 0});
     }

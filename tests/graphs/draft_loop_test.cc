@@ -23,7 +23,7 @@ void GraphsTest::draft_loop(int device_patch) {
   init_cur();
   // Two copies of x with different contents; the eager reference gets the same content
   // as the copy the loop is bound to, so a copy the graph failed to rebind shows.
-  const size_t xbytes = eng.a.bytes[synth::X];
+  const size_t xbytes = eng.bytes[synth::X];
   CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
   ASSERT_NE(xs[1], 0u);
   std::vector<unsigned char> content[2] = {std::vector<unsigned char>(xbytes), std::vector<unsigned char>(xbytes)};
@@ -40,10 +40,10 @@ void GraphsTest::draft_loop(int device_patch) {
     int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
     const int w = (t / 2) % 2;
     cur[synth::X] = xs[w];
-    eng.upload(eng.b.p[synth::X], content[w].data(), xbytes);
+    eng.upload(eng.b[synth::X], content[w].data(), xbytes);
     const cgrt_binding bind = {synth::X, cur[synth::X], 0};
     CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, &bind, 1));
-    eng.eager_reference(bt, eng.b.p, 3);
+    eng.eager_reference(bt, eng.b, 3);
     expect_same(bt, bucket, "draft loop");
     if (HasFailure()) return;
   }
@@ -60,7 +60,7 @@ TEST_F(GraphsTest, DraftLoopEqualsKSingleStepsWithDevicePatch) { draft_loop(1); 
 // Under DCP the draft loop is K single-step replays with host-rebuilt metadata.
 struct DcpRebuild {
   Engine *eng;
-  const synth::Engine::Batch *bt;
+  const synth::Batch *bt;
   std::vector<CUdeviceptr> *cur;
   int calls = 0;
 };
@@ -113,7 +113,7 @@ TEST_F(GraphsTest, DraftLoopUnderDcpFallsBackToSingleSteps) {
     write_a(bt);
     int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
     CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
-    eng.eager_reference(bt, eng.b.p, 3);
+    eng.eager_reference(bt, eng.b, 3);
     expect_same(bt, bucket, "dcp draft fallback");
   }
   EXPECT_EQ(rb.calls, 4 * 2);
@@ -124,7 +124,7 @@ TEST_F(GraphsTest, DraftLoopUnderDcpFallsBackToSingleSteps) {
 
 // Steps a WHILE draft loop takes (cgrt_graphs.h, cgrt_graphs_draft): step i runs when
 // i < K and some request is active for it; rem empty: no draft_remaining buffer.
-static int while_steps(const synth::Engine::Batch &bt, int K, int max_len, const std::vector<int32_t> &rem) {
+static int while_steps(const synth::Batch &bt, int K, int max_len, const std::vector<int32_t> &rem) {
   auto active = [&](int r, int i) {
     int s = std::min(bt.seq[r] + i - 1, max_len);  // seq_len before step i (i >= 1)
     bool len_ok = i == 0 ? bt.seq[r] > 0 : (s > 0 && s < max_len);
@@ -180,14 +180,14 @@ class WhileDraftTest : public GraphsTest {
     return n;
   }
   // One WHILE draft of a batch vs `expect_n` eager steps.
-  void draft_and_check(const synth::Engine::Batch &bt, int expect_n, const std::vector<cgrt_binding> &bind,
+  void draft_and_check(const synth::Batch &bt, int expect_n, const std::vector<cgrt_binding> &bind,
                        const char *what) {
     SCOPED_TRACE(what);
     int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, bt.reqs);
     uint64_t before = stats().draft_while_loops;
     CGRT_ASSERT_OK(cgrt_graphs_draft(set, bt.reqs, bind.data(), bind.size()));
     EXPECT_EQ(stats().draft_while_loops, before + 1) << "ran as a WHILE loop";
-    eng.eager_reference(bt, eng.b.p, expect_n);
+    eng.eager_reference(bt, eng.b, expect_n);
     expect_same(bt, bucket, what);
     // The host reads the number of steps taken back from the metadata.
     auto pos = eng.get<int64_t>(cur[synth::POS], 1);
@@ -280,8 +280,8 @@ TEST_F(WhileDraftTest, RebindingBeforeAWhileDraftMatchesEager) {
     auto bt2 = prepare(5, 1, K);
     write_a(bt2);
     uint64_t before = patched();
-    draft_and_check(bt2, K, {{(int)b, alt, 0}}, synth::kNames[b]);
-    EXPECT_GT(patched(), before) << "nodes patched for " << synth::kNames[b];
+    draft_and_check(bt2, K, {{(int)b, alt, 0}}, synth::kBufNames[b]);
+    EXPECT_GT(patched(), before) << "nodes patched for " << synth::kBufNames[b];
     if (HasFailure()) return;
   }
   EXPECT_EQ(stats().reinstantiations, 0u) << "patched in place, inside the body too";
@@ -351,7 +351,7 @@ TEST_F(WhileDraftTest, FallsBackToUnrolledWithoutConditionalNodes) {
     write_a(bt);
     int bucket = cgrt_graphs_bucket_rows(set, CGRT_GRAPH_DECODE, reqs);
     CGRT_ASSERT_OK(cgrt_graphs_draft(set, reqs, nullptr, 0));
-    eng.eager_reference(bt, eng.b.p, K);
+    eng.eager_reference(bt, eng.b, K);
     expect_same(bt, bucket, "unrolled fallback");
   }
   EXPECT_EQ(stats().draft_loops, 4u);

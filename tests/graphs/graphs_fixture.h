@@ -1,7 +1,7 @@
 // The fixture of the graph tests (include/cgrt/cgrt_graphs.h through the public API), on
 // the driver CGRT_DRIVER selects: the emulation in CI, the real driver on an H200. A
-// runtime, the synthetic engine (synth_engine.h), a graph set, the eager reference and
-// the comparisons every feature's tests share.
+// runtime, the synthetic engine (tests/common/synth_engine.h), a graph set, the eager
+// reference and the comparisons every feature's tests share.
 #ifndef CGRT_TESTS_GRAPHS_GRAPHS_FIXTURE_H
 #define CGRT_TESTS_GRAPHS_GRAPHS_FIXTURE_H
 
@@ -18,20 +18,77 @@
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_module.h"
 #include "cgrt/cgrt_workspace.h"
-#include "tests/graphs/synth_engine.h"
+#include "runtime/runtime_internal.h"  // the driver table: raw allocations, memset nodes
+#include "tests/common/synth_engine.h"
+#include "tests/common/test_util.h"
 
 namespace cgrt_graphs_test {
 
-using synth::Engine;
+// The synthetic engine (tests/common/synth_engine.h) as the graph tests drive it: its
+// buffer sets in raw driver allocations (memory cgrt does not know, as a host's own
+// is), a memset node through the driver table, more raw allocations on demand (alloc),
+// and helpers that record a test failure instead of returning a status.
+struct Engine : synth::Engine {
+  const cgrt__driver *drv = nullptr;
+  std::vector<CUdeviceptr> extra;  // alloc()'s allocations
 
-// The C reference of gt_scale through the public emulation API (cgrt_module.h).
-inline void scale_ref_public(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  int n = *(const int *)(const void *)(p + off[0]);
-  const float *in = (const float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[1]));
-  float *out = (float *)(uintptr_t)(*(const uint64_t *)(const void *)(p + off[2]));
-  float a = *(const float *)(const void *)(p + off[3]);
-  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
-}
+  bool init(cgrt_runtime *r, const synth::Config &c = synth::Config()) {
+    drv = r->drv;
+    allocate = [this](size_t n, CUdeviceptr *p) {
+      return drv->cuMemAlloc(p, n) == CUDA_SUCCESS ? CGRT_SUCCESS : CGRT_ERROR_DRIVER;
+    };
+    release = [this](CUdeviceptr p) { drv->cuMemFree(p); };
+    memset_d32 = [this](CUdeviceptr d, unsigned v, size_t n, CUstream s) {
+      return drv->cuMemsetD32Async(d, v, n, s) == CUDA_SUCCESS ? CGRT_SUCCESS : CGRT_ERROR_DRIVER;
+    };
+    return synth::Engine::init(r, c) == CGRT_SUCCESS;
+  }
+  void destroy() {
+    if (!rt) return;
+    drv->cuCtxSetCurrent(rt->ctx);
+    drv->cuCtxSynchronize();
+    for (CUdeviceptr p : extra) drv->cuMemFree(p);
+    extra.clear();
+    synth::Engine::destroy();
+  }
+  // A zeroed raw allocation, freed by destroy(); 0 on failure.
+  CUdeviceptr alloc(size_t n) {
+    CUdeviceptr p = 0;
+    if (drv->cuMemAlloc(&p, n) != CUDA_SUCCESS) return 0;
+    drv->cuMemsetD8(p, 0, n);
+    extra.push_back(p);
+    return p;
+  }
+
+  template <typename T>
+  void put(CUdeviceptr p, const std::vector<T> &v) { upload(p, v.data(), v.size() * sizeof(T)); }
+  // A host-to-device copy that has landed on return. cuMemcpyHtoD from pageable memory
+  // returns once the data is staged, and its DMA is ordered on the legacy stream only: a
+  // graph launched at once on a non-blocking stream could read the old contents.
+  void upload(CUdeviceptr p, const void *src, size_t n) {
+    ASSERT_EQ(drv->cuMemcpyHtoD(p, src, n), CUDA_SUCCESS);
+    ASSERT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+  }
+  template <typename T>
+  std::vector<T> get(CUdeviceptr p, size_t n) {
+    std::vector<T> v(n);
+    EXPECT_EQ(drv->cuCtxSynchronize(), CUDA_SUCCESS);
+    EXPECT_EQ(drv->cuMemcpyDtoH(v.data(), p, n * sizeof(T)), CUDA_SUCCESS);
+    return v;
+  }
+  // The eager reference on the buffers at addr_b (run_eager, asserted).
+  void eager_reference(const synth::Batch &bt, const CUdeviceptr *addr_b, int steps = 1) {
+    CGRT_ASSERT_OK(run_eager(bt, addr_b, steps));
+  }
+  // Fills n floats at pa (and pb when set) with the same random values.
+  void randomize(std::mt19937 &g, CUdeviceptr pa, CUdeviceptr pb, size_t n) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto &x : v) x = u(g);
+    put(pa, v);
+    if (pb) put(pb, v);
+  }
+};
 
 class GraphsTest : public ::testing::Test {
  protected:
@@ -45,8 +102,8 @@ class GraphsTest : public ::testing::Test {
     rt = cgrt_test::make_runtime(fault);
     ASSERT_NE(rt, nullptr);
     ASSERT_TRUE(eng.init(rt, cfg)) << "engine setup failed";
-    eng.randomize(rng, eng.a.p[synth::X], eng.b.p[synth::X], eng.max_rows);
-    eng.randomize(rng, eng.a.p[synth::WIN], eng.b.p[synth::WIN], eng.max_rows);
+    eng.randomize(rng, eng.a[synth::X], eng.b[synth::X], eng.max_rows);
+    eng.randomize(rng, eng.a[synth::WIN], eng.b[synth::WIN], eng.max_rows);
   }
   void TearDown() override {
     cgrt_fault_set(nullptr);
@@ -113,22 +170,22 @@ class GraphsTest : public ::testing::Test {
   // size); returns `to`, or 0 after recording a failure.
   CUdeviceptr copy_of(synth::Buf f, CUdeviceptr to) {
     if (to == 0 || sync() != CGRT_SUCCESS ||
-        eng.drv->cuMemcpyDtoDAsync(to, eng.b.p[f], eng.a.bytes[f], nullptr) != CUDA_SUCCESS ||
+        eng.drv->cuMemcpyDtoDAsync(to, eng.b[f], eng.bytes[f], nullptr) != CUDA_SUCCESS ||
         sync() != CGRT_SUCCESS) {
-      ADD_FAILURE() << "copying " << synth::kNames[f];
+      ADD_FAILURE() << "copying " << synth::kBufNames[f];
       return 0;
     }
     return to;
   }
-  // The test fatbin through the module API, with gt_scale's C reference registered for
-  // the emulation: *m (to unload) and *f; both null after a recorded failure.
-  void load_gt_scale(cgrt_module **m, CUfunction *f) {
+  // The synthetic engine's module through the module API, with the C references registered
+  // for the emulation: *m (to unload) and *f = synth_scale; both null after a recorded
+  // failure.
+  void load_synth_scale(cgrt_module **m, CUfunction *f) {
     *m = nullptr;
     *f = nullptr;
-    size_t sizes[4] = {4, 8, 8, 4};
-    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_scale", 4, sizes, scale_ref_public));
-    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, m));
-    CGRT_ASSERT_OK(cgrt_module_function(*m, "gt_scale", f));
+    CGRT_ASSERT_OK(synth::register_refs());
+    CGRT_ASSERT_OK(cgrt_module_load(rt, synth::kernels_image(), m));
+    CGRT_ASSERT_OK(cgrt_module_function(*m, "synth_scale", f));
   }
   // A runtime, the synthetic engine, a captured default set and cur = the a-side buffers.
   void start_set(cgrt_replay_mode mode = CGRT_REPLAY_POINTER_UPDATE, int device_patch = 0) {
@@ -140,7 +197,7 @@ class GraphsTest : public ::testing::Test {
   // Steps that ran without an eager twin: copy the replayed KV cache to the reference's.
   void sync_reference_kv() {
     ASSERT_EQ(sync(), CGRT_SUCCESS);
-    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b.p[synth::KV], cur[synth::KV], eng.a.bytes[synth::KV], nullptr),
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(eng.b[synth::KV], cur[synth::KV], eng.bytes[synth::KV], nullptr),
               CUDA_SUCCESS);
     ASSERT_EQ(sync(), CGRT_SUCCESS);
   }
@@ -149,34 +206,34 @@ class GraphsTest : public ::testing::Test {
   std::vector<CUdeviceptr> cur;
 
   // Prepares one step: zeroes OUT in both copies, writes the per-request inputs.
-  synth::Engine::Batch prepare(int reqs, int k, int headroom = 0) {
+  synth::Batch prepare(int reqs, int k, int headroom = 0) {
     auto bt = eng.random_batch(rng, reqs, k, headroom);
     std::vector<float> zero((size_t)eng.max_rows, 0.0f);
     eng.put(cur[synth::OUT], zero);
-    eng.put(eng.b.p[synth::OUT], zero);
+    eng.put(eng.b[synth::OUT], zero);
     return bt;
   }
-  void write_a(const synth::Engine::Batch &bt) {
+  void write_a(const synth::Batch &bt) {
     eng.put(cur[synth::REQ_SEQ], bt.seq);
     eng.put(cur[synth::REQ_POS], bt.pos);
     eng.put(cur[synth::BT], bt.bt);
   }
 
   // Compares replayed results (at cur) with the eager reference (b).
-  void expect_same(const synth::Engine::Batch &bt, int bucket_rows, const char *what) {
+  void expect_same(const synth::Batch &bt, int bucket_rows, const char *what) {
     SCOPED_TRACE(what);
     ASSERT_EQ(sync(), CGRT_SUCCESS) << cgrt_last_error();
     int rows = bt.reqs * bt.k;
     using synth::Buf;
     for (Buf f : {synth::OUT, synth::Y, synth::Z, synth::WOUT}) {
-      auto va = eng.get<float>(cur[f], rows), vb = eng.get<float>(eng.b.p[f], rows);
-      EXPECT_EQ(va, vb) << "buffer " << synth::kNames[f] << " rows " << rows;
+      auto va = eng.get<float>(cur[f], rows), vb = eng.get<float>(eng.b[f], rows);
+      EXPECT_EQ(va, vb) << "buffer " << synth::kBufNames[f] << " rows " << rows;
     }
-    size_t kvn = eng.a.bytes[synth::KV] / 4;
-    EXPECT_EQ(eng.get<float>(cur[synth::KV], kvn), eng.get<float>(eng.b.p[synth::KV], kvn)) << "kv cache";
-    EXPECT_EQ(eng.get<int32_t>(cur[synth::SEQ], rows), eng.get<int32_t>(eng.b.p[synth::SEQ], rows));
-    EXPECT_EQ(eng.get<int64_t>(cur[synth::POS], rows), eng.get<int64_t>(eng.b.p[synth::POS], rows));
-    EXPECT_EQ(eng.get<int64_t>(cur[synth::SLOT], rows), eng.get<int64_t>(eng.b.p[synth::SLOT], rows));
+    size_t kvn = eng.bytes[synth::KV] / 4;
+    EXPECT_EQ(eng.get<float>(cur[synth::KV], kvn), eng.get<float>(eng.b[synth::KV], kvn)) << "kv cache";
+    EXPECT_EQ(eng.get<int32_t>(cur[synth::SEQ], rows), eng.get<int32_t>(eng.b[synth::SEQ], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::POS], rows), eng.get<int64_t>(eng.b[synth::POS], rows));
+    EXPECT_EQ(eng.get<int64_t>(cur[synth::SLOT], rows), eng.get<int64_t>(eng.b[synth::SLOT], rows));
     if (bucket_rows > rows) {  // padding rows are inert
       auto seq = eng.get<int32_t>(cur[synth::SEQ], bucket_rows);
       auto slot = eng.get<int64_t>(cur[synth::SLOT], bucket_rows);
@@ -197,18 +254,18 @@ class GraphsTest : public ::testing::Test {
     write_a(bt);
     int bucket = cgrt_graphs_bucket_rows(set, mode, reqs);
     CGRT_ASSERT_OK(cgrt_graphs_step(set, mode, reqs, bind.data(), bind.size()));
-    eng.eager_reference(bt, eng.b.p);
+    eng.eager_reference(bt, eng.b);
     expect_same(bt, bucket, what);
   }
-  void init_cur() { cur.assign(eng.a.p, eng.a.p + synth::NB); }
+  void init_cur() { cur.assign(eng.a, eng.a + synth::NB); }
   // A new copy of buffer f holding what the eager reference's copy holds; it becomes the
   // current address (the caller binds it). 0 on failure (a test failure is recorded).
   CUdeviceptr move_to_copy(synth::Buf f) {
-    const CUdeviceptr alt = eng.alloc(eng.a.bytes[f]);
-    std::vector<unsigned char> bytes(eng.a.bytes[f]);
+    const CUdeviceptr alt = eng.alloc(eng.bytes[f]);
+    std::vector<unsigned char> bytes(eng.bytes[f]);
     if (alt == 0 || sync() != CGRT_SUCCESS ||
-        eng.drv->cuMemcpyDtoH(bytes.data(), eng.b.p[f], bytes.size()) != CUDA_SUCCESS) {
-      ADD_FAILURE() << "copying " << synth::kNames[f];
+        eng.drv->cuMemcpyDtoH(bytes.data(), eng.b[f], bytes.size()) != CUDA_SUCCESS) {
+      ADD_FAILURE() << "copying " << synth::kBufNames[f];
       return 0;
     }
     eng.upload(alt, bytes.data(), bytes.size());

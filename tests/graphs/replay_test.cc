@@ -35,8 +35,8 @@ TEST_F(GraphsTest, RebindingPatchesOnlyAffectedNodesIncludingForeignKernels) {
     const CUdeviceptr alt = move_to_copy(c.buf);
     ASSERT_NE(alt, 0u);
     uint64_t before = patched();
-    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kNames[c.buf]);
-    EXPECT_EQ(patched() - before, c.nodes) << "nodes patched for " << synth::kNames[c.buf];
+    step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, synth::kBufNames[c.buf]);
+    EXPECT_EQ(patched() - before, c.nodes) << "nodes patched for " << synth::kBufNames[c.buf];
     // A step without moves patches nothing.
     before = patched();
     step_and_check(CGRT_GRAPH_DECODE, 5, {{(int)c.buf, alt, 0}}, "same address again");
@@ -55,7 +55,7 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
     start_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
-    const size_t xbytes = eng.a.bytes[synth::X];
+    const size_t xbytes = eng.bytes[synth::X];
     CUdeviceptr xs[2] = {cur[synth::X], eng.alloc(xbytes)};
     ASSERT_NE(xs[1], 0u);
     std::vector<unsigned char> content[2] = {std::vector<unsigned char>(xbytes), std::vector<unsigned char>(xbytes)};
@@ -65,7 +65,7 @@ TEST_F(GraphsTest, BucketsCatchUpWithMovesMadeOnOtherBuckets) {
     ASSERT_EQ(eng.drv->cuMemcpyDtoH(content[1].data(), xs[1], xbytes), CUDA_SUCCESS);
     auto use = [&](int w) {
       cur[synth::X] = xs[w];
-      eng.upload(eng.b.p[synth::X], content[w].data(), xbytes);
+      eng.upload(eng.b[synth::X], content[w].data(), xbytes);
       return std::vector<cgrt_binding>{{synth::X, xs[w], 0}};
     };
     step_and_check(CGRT_GRAPH_DECODE, 5, use(1), "decode bucket of 8, x moved");
@@ -92,9 +92,9 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
   for (int device_patch : {0, 1}) {
     SCOPED_TRACE(device_patch ? "device patching" : "host patching");
     start_set(CGRT_REPLAY_POINTER_UPDATE, device_patch);
-    const size_t xbytes = eng.a.bytes[synth::X];
-    const CUdeviceptr x1 = eng.alloc(xbytes), out1 = eng.alloc(eng.a.bytes[synth::OUT]),
-                      y1 = eng.alloc(eng.a.bytes[synth::Y]);
+    const size_t xbytes = eng.bytes[synth::X];
+    const CUdeviceptr x1 = eng.alloc(xbytes), out1 = eng.alloc(eng.bytes[synth::OUT]),
+                      y1 = eng.alloc(eng.bytes[synth::Y]);
     ASSERT_NE(x1, 0u);
     ASSERT_NE(out1, 0u);
     ASSERT_NE(y1, 0u);
@@ -112,9 +112,9 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
     }
     // Those steps had no eager twin: bring the reference's KV cache, x and y in line.
     sync_reference_kv();
-    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(y1, eng.b.p[synth::Y], eng.a.bytes[synth::Y], nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(eng.drv->cuMemcpyDtoDAsync(y1, eng.b[synth::Y], eng.bytes[synth::Y], nullptr), CUDA_SUCCESS);
     ASSERT_EQ(sync(), CGRT_SUCCESS);
-    eng.upload(eng.b.p[synth::X], x1_content.data(), xbytes);
+    eng.upload(eng.b[synth::X], x1_content.data(), xbytes);
     cur[synth::X] = x1;
     cur[synth::Y] = y1;
     const uint64_t patched_before = patched();
@@ -131,31 +131,31 @@ TEST_F(GraphsTest, MoveLogCatchUpAtItsCapacity) {
 TEST_F(GraphsTest, CopyInReplay) {
   start_set(CGRT_REPLAY_COPY_IN);
   step_and_check(CGRT_GRAPH_DECODE, 6, {}, "baseline");
-  CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
-  CUdeviceptr y2 = eng.alloc(eng.a.bytes[synth::Y]);
-  eng.randomize(rng, x2, eng.b.p[synth::X], eng.max_rows);
+  CUdeviceptr x2 = eng.alloc(eng.bytes[synth::X]);
+  CUdeviceptr y2 = eng.alloc(eng.bytes[synth::Y]);
+  eng.randomize(rng, x2, eng.b[synth::X], eng.max_rows);
   // Inputs are copied into the static buffers, outputs copied out: read y from y2.
   auto bt = prepare(6, 1);
   write_a(bt);
   uint64_t before = patched();
   std::vector<cgrt_binding> bind = {{synth::X, x2, 0}, {synth::Y, y2, 0}};
   CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, bind.data(), bind.size()));
-  eng.eager_reference(bt, eng.b.p);
+  eng.eager_reference(bt, eng.b);
   ASSERT_EQ(sync(), CGRT_SUCCESS);
-  EXPECT_EQ(eng.get<float>(y2, 6), eng.get<float>(eng.b.p[synth::Y], 6));
-  EXPECT_EQ(eng.get<float>(eng.a.p[synth::OUT], 6), eng.get<float>(eng.b.p[synth::OUT], 6));
+  EXPECT_EQ(eng.get<float>(y2, 6), eng.get<float>(eng.b[synth::Y], 6));
+  EXPECT_EQ(eng.get<float>(eng.a[synth::OUT], 6), eng.get<float>(eng.b[synth::OUT], 6));
   EXPECT_EQ(patched() - before, 0u) << "copy-in replay never patches nodes";
   EXPECT_EQ(stats().copies, 3u);  // x in, y in (INOUT), y out
-  CUdeviceptr big = eng.alloc(eng.a.bytes[synth::X] * 2);
-  cgrt_binding too_big = {synth::X, big, eng.a.bytes[synth::X] * 2};
+  CUdeviceptr big = eng.alloc(eng.bytes[synth::X] * 2);
+  cgrt_binding too_big = {synth::X, big, eng.bytes[synth::X] * 2};
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 6, &too_big, 1));
 }
 
 TEST_F(GraphsTest, ExecUpdateReplayAndReinstantiateOnTopologyChange) {
   start_set(CGRT_REPLAY_EXEC_UPDATE);
   step_and_check(CGRT_GRAPH_DECODE, 3, {}, "baseline");
-  CUdeviceptr x2 = eng.alloc(eng.a.bytes[synth::X]);
-  eng.randomize(rng, x2, eng.b.p[synth::X], eng.max_rows);
+  CUdeviceptr x2 = eng.alloc(eng.bytes[synth::X]);
+  eng.randomize(rng, x2, eng.b[synth::X], eng.max_rows);
   cur[synth::X] = x2;
   step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x2, 0}}, "exec update");
   EXPECT_EQ(stats().exec_updates, 1u);
@@ -163,8 +163,8 @@ TEST_F(GraphsTest, ExecUpdateReplayAndReinstantiateOnTopologyChange) {
   step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x2, 0}}, "no move: no update");
   EXPECT_EQ(stats().exec_updates, 1u);
   eng.extra_node = 1;  // the re-capture now has another node: the update is refused
-  CUdeviceptr x3 = eng.alloc(eng.a.bytes[synth::X]);
-  eng.randomize(rng, x3, eng.b.p[synth::X], eng.max_rows);
+  CUdeviceptr x3 = eng.alloc(eng.bytes[synth::X]);
+  eng.randomize(rng, x3, eng.b[synth::X], eng.max_rows);
   cur[synth::X] = x3;
   step_and_check(CGRT_GRAPH_DECODE, 3, {{synth::X, x3, 0}}, "re-instantiate");
   EXPECT_EQ(stats().reinstantiations, 1u);
@@ -183,8 +183,8 @@ void GraphsTest::fault_step(int device_patch) {
   make_set(&o);
   CGRT_ASSERT_OK(cgrt_graphs_capture(set));
   step_and_check(CGRT_GRAPH_DECODE, 3, {}, "baseline");
-  CUdeviceptr xs[2] = {eng.alloc(eng.a.bytes[synth::X]), eng.alloc(eng.a.bytes[synth::Y])};
-  CUdeviceptr ys[2] = {eng.alloc(eng.a.bytes[synth::Y]), eng.alloc(eng.a.bytes[synth::Y])};
+  CUdeviceptr xs[2] = {eng.alloc(eng.bytes[synth::X]), eng.alloc(eng.bytes[synth::Y])};
+  CUdeviceptr ys[2] = {eng.alloc(eng.bytes[synth::Y]), eng.alloc(eng.bytes[synth::Y])};
   cgrt_fault_plan plan{};
   plan.size = sizeof plan;
   CGRT_ASSERT_OK(cgrt_fault_set(&plan));
@@ -198,7 +198,7 @@ void GraphsTest::fault_step(int device_patch) {
   sync_reference_kv();  // that step had no eager twin
   for (unsigned long i = 1; i <= n; i++) {
     int w = (int)(i % 2);
-    eng.randomize(rng, xs[w], eng.b.p[synth::X], eng.max_rows);
+    eng.randomize(rng, xs[w], eng.b[synth::X], eng.max_rows);
     bind = {{synth::X, xs[w], 0}, {synth::Y, ys[w], 0}};
     cur[synth::X] = xs[w];
     cur[synth::Y] = ys[w];

@@ -29,15 +29,15 @@ TEST_F(GraphsTest, ModuleApiLoadsAndLaunchesAHostKernel) {
   start();
   cgrt_module *m = nullptr;
   CUfunction f = nullptr;
-  load_gt_scale(&m, &f);
+  load_synth_scale(&m, &f);
   ASSERT_NE(f, nullptr);
   CUfunction none = nullptr;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_module_function(m, "no_such_kernel", &none));
   std::vector<float> in(64), out(64);
   for (int i = 0; i < 64; i++) in[i] = (float)i;
-  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, eng.a.p[synth::WIN], in.data(), 256));
+  CGRT_ASSERT_OK(cgrt_memcpy_htod(rt, eng.a[synth::WIN], in.data(), 256));
   int n = 64;
-  CUdeviceptr pin = eng.a.p[synth::WIN], pout = eng.a.p[synth::WOUT];
+  CUdeviceptr pin = eng.a[synth::WIN], pout = eng.a[synth::WOUT];
   float a = 2.0f;
   void *args[] = {&n, &pin, &pout, &a};
   CGRT_ASSERT_OK(cgrt_launch_kernel(rt, f, 1, 1, 1, 64, 1, 1, 0, nullptr, args));
@@ -85,9 +85,9 @@ TEST_F(GraphsTest, ModuleOutlivingItsRuntimeIsNoLongerLive) {
   start();
   cgrt_module *m = nullptr, *kept = nullptr;
   CUfunction f = nullptr;
-  load_gt_scale(&m, &f);
+  load_synth_scale(&m, &f);
   ASSERT_NE(f, nullptr);
-  CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &kept));
+  CGRT_ASSERT_OK(cgrt_module_load(rt, synth::kernels_image(), &kept));
   CGRT_ASSERT_OK(cgrt_module_unload(kept));  // unloaded before: no warning for it
   eng.destroy();
   EXPECT_EQ(cgrt_test::warnings_containing("destroying a module",
@@ -95,7 +95,7 @@ TEST_F(GraphsTest, ModuleOutlivingItsRuntimeIsNoLongerLive) {
             1u);
   rt = nullptr;
   f = nullptr;
-  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_function(m, "gt_scale", &f));
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_function(m, "synth_scale", &f));
   EXPECT_EQ(f, nullptr);
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_HANDLE, cgrt_module_unload(m));
 }

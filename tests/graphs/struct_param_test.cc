@@ -1,32 +1,13 @@
 // Pointer-updated replay of kernels that take their pointers inside a struct parameter
 // (as PyTorch's do): every 8-byte word of a parameter that points into a registered
 // buffer is a site, patched on the host or on the device, and checked by checked replay.
-// gt_pair (tests/graphs/test_kernels.cu) on a GPU, its C reference on the emulation.
+// synth_pair (tests/common/synth_kernels.cu) on a GPU, its C reference on the emulation.
 #include <algorithm>
 #include <cstring>
 
 #include "tests/graphs/graphs_fixture.h"
 
 namespace cgrt_graphs_test {
-
-// The layout of gt_pair's struct parameter (test_kernels.cu): 32 bytes, 8-byte aligned.
-struct GtPair {
-  int32_t n;
-  int32_t pad;
-  uint64_t a, b;
-  int64_t stride;
-};
-static_assert(sizeof(GtPair) == 32, "GtPair as the device packs it");
-
-inline void pair_ref(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  GtPair s;
-  float scale;
-  memcpy(&s, p + off[0], sizeof s);
-  memcpy(&scale, p + off[1], sizeof scale);
-  const float *a = (const float *)(uintptr_t)s.a;
-  float *b = (float *)(uintptr_t)s.b;
-  for (int i = 0; i < s.n; i++) b[i] = a[(int64_t)i * s.stride] * scale + (float)s.pad;
-}
 
 // A host engine whose one kernel reads buffer "a" and writes buffer "b" through a struct
 // parameter {n, pad, a, b, stride}, and a plain float.
@@ -42,7 +23,7 @@ struct PairEngine {
   static constexpr float kScale = 3.0f;
 
   cgrt_status launch(CUstream s, CUdeviceptr a, CUdeviceptr b) const {
-    GtPair p = {kN, pad, a, b, kStride};
+    synth::Pair p = {kN, pad, a, b, kStride};
     float scale = kScale;
     void *args[] = {&p, &scale};
     return cgrt_launch_kernel(rt, f, 1, 1, 1, 64, 1, 1, 0, s, args);
@@ -62,10 +43,9 @@ class StructParamTest : public GraphsTest {
   void SetUp() override {
     start();
     pe.rt = rt;
-    size_t sizes[2] = {sizeof(GtPair), 4};
-    CGRT_ASSERT_OK(cgrt_emulated_kernel_register("gt_pair", 2, sizes, pair_ref));
-    CGRT_ASSERT_OK(cgrt_module_load(rt, cgrt_test_graphs_fatbin[0].image, &pe.mod));
-    CGRT_ASSERT_OK(cgrt_module_function(pe.mod, "gt_pair", &pe.f));
+    CGRT_ASSERT_OK(synth::register_refs());
+    CGRT_ASSERT_OK(cgrt_module_load(rt, synth::kernels_image(), &pe.mod));
+    CGRT_ASSERT_OK(cgrt_module_function(pe.mod, "synth_pair", &pe.f));
   }
   void TearDown() override {
     if (set) {
@@ -227,7 +207,7 @@ TEST_F(StructParamTest, CheckedReplayChecksPointersInsideAStruct) {
   release(pe.fixed_b);
   CGRT_EXPECT_STATUS(CGRT_ERROR_STALE_POINTER, cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 3, nullptr, 0));
   const std::string msg = cgrt_last_error();
-  EXPECT_NE(msg.find("gt_pair"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("synth_pair"), std::string::npos) << msg;
   EXPECT_NE(msg.find("parameter 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("word at offset 16"), std::string::npos) << msg;
   pe.fixed_b = 0;

@@ -1,6 +1,9 @@
 // Device memory known to the runtime (cgrt_memory.h): cgrt_mem_alloc / cgrt_mem_free,
-// cgrt_mem_register / cgrt_mem_unregister, and the buffer registry behind them.
+// cgrt_mem_register / cgrt_mem_unregister (memory that is not there refused), and the
+// buffer registry behind them.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -183,6 +186,40 @@ TEST_F(DeviceMemory, BufferIdsAreNeverReused) {
     EXPECT_EQ(cgrt__buffer_id(d, p, 0, &id), CUDA_ERROR_INVALID_VALUE) << "freed";
   }
   RecordProperty("addresses_reused", reused);
+}
+
+// ---- registering memory that is not there (adversarial finding L4) --------------------
+
+// The emulation registered any host address as a host-backed array (0xdead000 included);
+// on the real driver such an address is no allocation either.
+TEST(MemRegister, AnAddressNeverAllocatedIsRefused) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  long ps = sysconf(_SC_PAGESIZE);
+  void *gone = mmap(nullptr, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  ASSERT_EQ(munmap((char *)gone + ps, ps), 0);  // a hole in the middle
+  const struct {
+    CUdeviceptr base;
+    size_t bytes;
+    const char *what;
+  } cases[] = {
+      {0xdead000, 4096, "0xdead000"},
+      {(CUdeviceptr)(uintptr_t)gone + ps, 64, "an unmapped page"},
+      {(CUdeviceptr)(uintptr_t)gone, 3 * (size_t)ps, "a range across an unmapped page"},
+  };
+  for (const auto &c : cases) {
+    CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_mem_register(rt, c.base, c.bytes));
+    EXPECT_NE(std::string(cgrt_last_error()).find("is not inside memory the"), std::string::npos)
+        << c.what << ": " << cgrt_last_error();
+  }
+  if (cgrt_test::is_emulated(rt)) {  // mapped host memory is a host-backed array there
+    CGRT_ASSERT_OK(cgrt_mem_register(rt, (CUdeviceptr)(uintptr_t)gone, (size_t)ps));
+    CGRT_ASSERT_OK(cgrt_mem_unregister(rt, (CUdeviceptr)(uintptr_t)gone));
+  }
+  munmap(gone, ps);
+  munmap((char *)gone + 2 * ps, 2 * ps);
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
 // Fault injection: every driver call made by runtime create, workspace reserve/grow,
 // counters, lock, verify and destroy is failed once; each failure must give a clean
 // status and a message, leave the runtime usable (or not created), and leak nothing.
+// Fault-injected and plain runtimes made, used and destroyed on many threads.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cgrt/cgrt_fault.h"
+#include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_workspace.h"
 #include "runtime/emu/emu.h"
 #include "tests/common/test_util.h"
+#include "tests/common/validation_util.h"
 
 namespace {
 
@@ -174,6 +178,44 @@ TEST(FaultInjection, SymbolFilterAndStickyFaults) {
   cgrt_fault_plan bad{};
   bad.size = 1;
   CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT, cgrt_fault_set(&bad));
+}
+
+using cgrt_test::request_1d;
+
+// ---- adversarial F9: the fault-injection wrapper under threads -------------------------
+
+// Each creation of a fault-injected runtime rewrote the wrapper's base table while the
+// wrappers of other threads' runtimes read it (ThreadSanitizer: cgrt__driver_fault vs
+// fault_cuDevicePrimaryCtxRelease). Run with --config=tsan; here also: every runtime
+// works while the others are made and destroyed.
+TEST(FaultInjection, RuntimesAreMadeUsedAndDestroyedOnManyThreads) {
+  std::vector<std::thread> th;
+  std::vector<std::string> errs(8);
+  for (int t = 0; t < 8; t++)
+    th.emplace_back([&, t] {
+      for (int i = 0; i < 6; i++) {
+        cgrt_runtime_options o;
+        cgrt_runtime_options_init(&o);
+        o.fault_injection = (t + i) % 2;  // wrapped and plain runtimes side by side
+        cgrt_runtime *rt = nullptr;
+        CUdeviceptr p = 0;
+        unsigned char host[32] = {};
+        if (cgrt_runtime_create(&o, &rt) != CGRT_SUCCESS ||
+            request_1d(rt, t % CGRT_MAX_LANES, "validation.fault", 32, CGRT_DTYPE_U8, &p) != CGRT_SUCCESS ||
+            cgrt_memset_d8(rt, p, (unsigned char)(t + 1), 32) != CGRT_SUCCESS ||
+            cgrt_memcpy_dtoh(rt, host, p, 32) != CGRT_SUCCESS) {
+          errs[(size_t)t] = cgrt_last_error();
+          cgrt_runtime_destroy(rt);
+          return;
+        }
+        if (host[31] != (unsigned char)(t + 1)) errs[(size_t)t] = "memset did not reach the buffer";
+        if (t == 0) cgrt_fault_set(nullptr);  // resets the shared counters meanwhile
+        (void)cgrt_fault_calls();
+        if (cgrt_runtime_destroy(rt) != CGRT_SUCCESS) errs[(size_t)t] = cgrt_last_error();
+      }
+    });
+  for (std::thread &x : th) x.join();
+  for (int t = 0; t < 8; t++) EXPECT_EQ(errs[(size_t)t], "") << "thread " << t;
 }
 
 }  // namespace

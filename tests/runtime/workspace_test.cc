@@ -1,8 +1,10 @@
 // Workspace manager and counter buffer: reserve, lock, grow-after-lock error, alignment,
-// lanes, stable addresses, guard words, counters zeroed once and verified.
+// lanes, stable addresses, guard words, counters zeroed once and verified, counter sizes
+// that saturate, a visit whose callback calls cgrt.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <string>
@@ -12,6 +14,7 @@
 #include "cgrt/cgrt_workspace.h"
 #include "runtime/runtime_internal.h"  // the driver table: the seam to poke device memory
 #include "tests/common/test_util.h"
+#include "tests/common/validation_util.h"
 
 namespace {
 
@@ -302,6 +305,75 @@ TEST(WorkspaceThreads, ConcurrentRequestsAreConsistent) {
   EXPECT_GE(s.counter_bytes, 64u * kThreads);
   CGRT_ASSERT_OK(cgrt_workspace_verify(rt));
   CGRT_ASSERT_OK(cgrt_counters_verify(rt));
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+using cgrt_test::request_1d;
+
+// ---- item 4: cgrt_counters_decode_bytes saturates --------------------------------------
+
+TEST(Counters, DecodeBytesSaturatesInsteadOfWrapping) {
+  EXPECT_EQ(cgrt_counters_decode_bytes(16, 128, 132), 8192u);  // round_up(2048, 8) * 4
+  EXPECT_EQ(cgrt_counters_decode_bytes(1, 1, 132), 544u);      // sm_count dominates: 136 * 4
+  EXPECT_EQ(cgrt_counters_decode_bytes(0, 0, 0), 0u);
+  // max_rows * heads overflows.
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX, 2, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes((size_t)1 << 33, (size_t)1 << 33, 132), SIZE_MAX);
+  // The product fits, the byte count does not (it wrapped to 0 before).
+  EXPECT_EQ(cgrt_counters_decode_bytes((size_t)1 << 62, 1, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX / 4, 1, 0), SIZE_MAX);
+  EXPECT_EQ(cgrt_counters_decode_bytes(SIZE_MAX - 3, 1, 0), SIZE_MAX);
+  // The largest count that still fits is exact.
+  size_t n = (SIZE_MAX / 4 - 8) / 8 * 8;
+  EXPECT_EQ(cgrt_counters_decode_bytes(n, 1, 0), n * 4);
+  // Monotonic near the edge: no small result for a large input.
+  for (size_t k = 0; k < 64; k++) EXPECT_GE(cgrt_counters_decode_bytes(n + k, 1, 0), n * 4);
+}
+
+TEST(Counters, SaturatedSizeIsRefusedByReserve) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CGRT_EXPECT_STATUS(CGRT_ERROR_INVALID_ARGUMENT,
+                     cgrt_counters_reserve(rt, cgrt_counters_decode_bytes(SIZE_MAX, 2, 0)));
+  EXPECT_NE(std::string(cgrt_last_error()).find("2^40"), std::string::npos) << cgrt_last_error();
+  CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
+}
+
+// ---- a workspace visit's callback may call cgrt (adversarial findings F8 / L2) -------
+
+// fn ran with the runtime's lock held: a callback calling cgrt on the same runtime
+// deadlocked (before the fix this test hangs until its time limit).
+TEST(WorkspaceVisit, CallbackMayCallCgrtOnTheSameRuntime) {
+  cgrt_runtime *rt = cgrt_test::make_runtime();
+  ASSERT_NE(rt, nullptr);
+  CUdeviceptr p = 0;
+  CGRT_ASSERT_OK(request_1d(rt, 0, "validation.visit.a", 64, CGRT_DTYPE_U8, &p));
+  CGRT_ASSERT_OK(request_1d(rt, 1, "validation.visit.b", 32, CGRT_DTYPE_I32, &p));
+  struct Seen {
+    cgrt_runtime *rt;
+    std::vector<std::string> lines;
+    std::vector<cgrt_status> calls;
+  } seen = {rt, {}, {}};
+  CGRT_ASSERT_OK(cgrt_workspace_visit(
+      rt,
+      [](void *u, int lane, const char *name, size_t n, size_t bytes) {
+        auto *s = static_cast<Seen *>(u);
+        s->lines.push_back(std::to_string(lane) + " " + name + " " + std::to_string(n) + " " + std::to_string(bytes));
+        cgrt_workspace_stats st = {};
+        st.size = sizeof st;
+        s->calls.push_back(cgrt_workspace_get_stats(s->rt, &st));
+        CUdeviceptr q = 0;  // a new reservation during the visit: not visited
+        s->calls.push_back(request_1d(s->rt, 2, (std::string("validation.visit.new.") + name).c_str(), 16,
+                                      CGRT_DTYPE_U8, &q));
+      },
+      &seen));
+  ASSERT_EQ(seen.lines.size(), 2u);
+  EXPECT_EQ(seen.lines[0], "0 validation.visit.a 1 64");
+  EXPECT_EQ(seen.lines[1], "1 validation.visit.b 1 128");
+  for (cgrt_status st : seen.calls) EXPECT_EQ(st, CGRT_SUCCESS) << cgrt_status_name(st);
+  size_t n = 0;
+  CGRT_ASSERT_OK(cgrt_workspace_visit(rt, [](void *u, int, const char *, size_t, size_t) { ++*(size_t *)u; }, &n));
+  EXPECT_EQ(n, 4u);
   CGRT_ASSERT_OK(cgrt_runtime_destroy(rt));
 }
 

@@ -7,16 +7,10 @@
 #include <string>
 
 #include "cgrt/cgrt_dcp.h"
-#include "tests/adversarial/fixture.h"
-#include "tests/adversarial/harness.h"
-#include "tests/adversarial/world.h"
+#include "tests/adversarial/args_common.h"
 
 namespace adv {
 namespace {
-
-const cgrt_status OK = CGRT_SUCCESS, IA = CGRT_ERROR_INVALID_ARGUMENT, IH = CGRT_ERROR_INVALID_HANDLE;
-
-void A(const std::string &name, CaseFn fn) { add("args", name, std::move(fn)); }
 
 // Options of a one-rank group over small_mla() with a fresh id; false when the id could
 // not be made (recorded).

@@ -1,100 +1,50 @@
-// The adversarial suite's synthetic host engine (see engine.h). Public headers only.
-#include "tests/adversarial/engine.h"
+// The tests' synthetic host engine (see synth_engine.h). Public headers only.
+#include "tests/common/synth_engine.h"
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include "cgrt/cgrt_memory.h"
 #include "cgrt/cgrt_workspace.h"
 
-// The test fatbin (//tests/adversarial:adv_fatbin): one module image per .cu file.
-struct cgrt_adv_fatbin_entry {
-  const char *source;
-  const unsigned char *image;
-  size_t size;
-  int optional;
-};
-extern "C" const cgrt_adv_fatbin_entry cgrt_adv_fatbin[];
-
-namespace adv {
+namespace synth {
 
 const char *const kBufNames[NB] = {"req_seq_lens", "req_positions", "block_table", "seq_lens", "positions",
-                                   "slot_mapping", "x",  "kv", "out", "y", "z", "w_in", "w_out"};
+                                   "slot_mapping", "x",  "kv", "out", "y", "z", "scratch", "w_in", "w_out"};
 
-const void *adv_kernels_image() { return cgrt_adv_fatbin[0].image; }
-
-namespace {
-
-template <class T>
-T param(const unsigned char *p, const size_t *off, int i) {
-  T v;
-  memcpy(&v, p + off[i], sizeof v);
-  return v;
-}
-template <class T>
-T *ptr_param(const unsigned char *p, const size_t *off, int i) {
-  return reinterpret_cast<T *>(static_cast<uintptr_t>(param<uint64_t>(p, off, i)));
-}
-
-void attn_ref(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  int rows = param<int>(p, off, 0);
-  const int *seq = ptr_param<const int>(p, off, 1);
-  const long long *pos = ptr_param<const long long>(p, off, 2);
-  const long long *slots = ptr_param<const long long>(p, off, 3);
-  const float *x = ptr_param<const float>(p, off, 4);
-  float *kv = ptr_param<float>(p, off, 5);
-  float *out = ptr_param<float>(p, off, 6);
-  for (int i = 0; i < rows; i++) {
-    int s = seq[i];
-    if (s <= 0) {
-      out[i] = 0.0f;
-      continue;
-    }
-    float v = x[i] * 2.0f + (float)s * 0.5f + (float)(pos[i] % 97) * 0.25f;
-    if (slots[i] >= 0) kv[slots[i]] = v;
-    out[i] = out[i] * 0.5f + v;
+cgrt_status Engine::make_set(const char *suffix, CUdeviceptr *p, const cgrt_tensor_desc *d) {
+  if (!allocate) return cgrt_workspace_request(rt, cfg.lane, (cfg.tag + suffix).c_str(), d, NB, p);
+  for (int i = 0; i < NB; i++) {
+    if (p[i] != 0) continue;  // made by an earlier, failed init
+    cgrt_status st = allocate(bytes[i], &p[i]);
+    if (st != CGRT_SUCCESS) return st;
+    allocated_.push_back(p[i]);
   }
+  return CGRT_SUCCESS;
 }
 
-void scale_ref(const cgrt_emulated_launch *, const unsigned char *p, const size_t *off) {
-  int n = param<int>(p, off, 0);
-  const float *in = ptr_param<const float>(p, off, 1);
-  float *out = ptr_param<float>(p, off, 2);
-  float a = param<float>(p, off, 3);
-  for (int i = 0; i < n; i++) out[i] = in[i] * a + 1.0f;
-}
-
-cgrt_status register_now() {
-  const size_t attn[] = {4, 8, 8, 8, 8, 8, 8}, scale[] = {4, 8, 8, 4};
-  cgrt_status st = cgrt_emulated_kernel_register("adv_attn", 7, attn, attn_ref);
-  return st == CGRT_SUCCESS ? cgrt_emulated_kernel_register("adv_scale", 4, scale, scale_ref) : st;
-}
-
-}  // namespace
-
-cgrt_status register_engine_refs(bool again) {
-  static std::once_flag once;
-  static cgrt_status st = CGRT_SUCCESS;
-  std::call_once(once, [] { st = register_now(); });
-  return again ? register_now() : st;
-}
-
-cgrt_status Engine::init(cgrt_runtime *r, const EngineConfig &c, uint32_t seed) {
+cgrt_status Engine::init(cgrt_runtime *r, const Config &c, uint32_t seed) {
+  if (r != rt) {  // a new runtime: start afresh (what the old one had stays with it)
+    mod = nullptr;
+    memset(a, 0, sizeof a);
+    memset(b, 0, sizeof b);
+    alt.clear();
+    allocated_.clear();
+  }
   rt = r;
   cfg = c;
-  cgrt_status st = register_engine_refs();
+  cgrt_status st = register_refs();
   if (st != CGRT_SUCCESS) return st;
   // Safe to call again after a failure: what was made is kept (a reservation that fits
   // returns the same addresses).
-  if (mod == nullptr && (st = cgrt_module_load(rt, adv_kernels_image(), &mod)) != CGRT_SUCCESS) return st;
-  if ((st = cgrt_module_function(mod, "adv_attn", &f_attn)) != CGRT_SUCCESS) return st;
-  if ((st = cgrt_module_function(mod, "adv_scale", &f_scale)) != CGRT_SUCCESS) return st;
+  if (mod == nullptr && (st = cgrt_module_load(rt, kernels_image(), &mod)) != CGRT_SUCCESS) return st;
+  if ((st = cgrt_module_function(mod, "synth_attn", &f_attn)) != CGRT_SUCCESS) return st;
+  if ((st = cgrt_module_function(mod, "synth_scale", &f_scale)) != CGRT_SUCCESS) return st;
   int k = cfg.block_len > 1 ? cfg.block_len : 1;
   max_rows = cfg.max_reqs * k;
   size_t R = (size_t)cfg.max_reqs, M = (size_t)max_rows, B = (size_t)cfg.max_blocks;
   const size_t sizes[NB] = {R * 4, R * 8, R * B * 4, M * 4, M * 8, M * 8, M * 4,
-                            R * B * (size_t)cfg.block_size * 4, M * 4, M * 4, M * 4, M * 4, M * 4};
+                            R * B * (size_t)cfg.block_size * 4, M * 4, M * 4, M * 4, M * 4, M * 4, M * 4};
   cgrt_tensor_desc d[NB];
   for (int i = 0; i < NB; i++) {
     bytes[i] = sizes[i];
@@ -103,13 +53,12 @@ cgrt_status Engine::init(cgrt_runtime *r, const EngineConfig &c, uint32_t seed) 
     d[i].shape[0] = (int64_t)sizes[i];
     d[i].dtype = CGRT_DTYPE_U8;
   }
-  if ((st = cgrt_workspace_request(rt, cfg.lane, (cfg.tag + ".a").c_str(), d, NB, a)) != CGRT_SUCCESS) return st;
-  if ((st = cgrt_workspace_request(rt, cfg.lane, (cfg.tag + ".b").c_str(), d, NB, b)) != CGRT_SUCCESS) return st;
-  alt.assign((size_t)cfg.alternates, std::vector<CUdeviceptr>(NB, 0));
+  if ((st = make_set(".a", a, d)) != CGRT_SUCCESS) return st;
+  if ((st = make_set(".b", b, d)) != CGRT_SUCCESS) return st;
+  alt.resize((size_t)cfg.alternates, std::vector<CUdeviceptr>(NB, 0));
   for (int i = 0; i < cfg.alternates; i++) {
-    std::string name = cfg.tag + ".alt" + std::to_string(i);
-    if ((st = cgrt_workspace_request(rt, cfg.lane, name.c_str(), d, NB, alt[(size_t)i].data())) != CGRT_SUCCESS)
-      return st;
+    std::string suffix = ".alt" + std::to_string(i);
+    if ((st = make_set(suffix.c_str(), alt[(size_t)i].data(), d)) != CGRT_SUCCESS) return st;
   }
   // Every buffer starts at zero (runs are reproducible); x and w_in hold the same random
   // values in both sets.
@@ -130,8 +79,16 @@ cgrt_status Engine::init(cgrt_runtime *r, const EngineConfig &c, uint32_t seed) 
 }
 
 cgrt_status Engine::destroy() {
+  if (rt == nullptr) return CGRT_SUCCESS;
+  if (!allocated_.empty()) {
+    cgrt_runtime_synchronize(rt);  // nothing of the engine's runs on what goes
+    for (CUdeviceptr p : allocated_)
+      if (release) release(p);
+    allocated_.clear();
+  }
   cgrt_status st = cgrt_module_unload(mod);
   mod = nullptr;
+  rt = nullptr;
   return st;
 }
 
@@ -147,7 +104,8 @@ void Engine::options(cgrt_graphs_options *o, cgrt_buffer_desc *descs) {
     descs[i].name = kBufNames[i];
     descs[i].ptr = a[i];
     descs[i].bytes = bytes[i];
-    descs[i].dir = (i == OUT || i == Y || i == Z || i == KV || i == WOUT || i == SEQ || i == POS || i == SLOT)
+    descs[i].dir = (i == OUT || i == Y || i == Z || i == KV || i == WOUT || i == SCR || i == SEQ || i == POS ||
+                    i == SLOT)
                        ? CGRT_BUFFER_INOUT
                        : CGRT_BUFFER_IN;
   }
@@ -169,19 +127,35 @@ cgrt_status Engine::enqueue_cb(void *user, CUstream s, const cgrt_batch_desc *d)
 }
 
 cgrt_status Engine::enqueue(CUstream s, int rows, const CUdeviceptr *p) {
+  calls++;
   if (rows == fail_at_rows) return CGRT_ERROR_INVALID_ARGUMENT;
+  cgrt_status st = CGRT_SUCCESS;
+  if (grow_workspace) {
+    cgrt_tensor_desc t = {};
+    t.ndim = 1;
+    t.shape[0] = (int64_t)(1 << 14) * calls;
+    t.dtype = CGRT_DTYPE_F32;
+    CUdeviceptr w = 0;
+    if ((st = cgrt_workspace_request(rt, CGRT_LANE_TARGET, (cfg.tag + ".grow").c_str(), &t, 1, &w)) != CGRT_SUCCESS)
+      return st;
+  }
   unsigned grid = (unsigned)((rows + 127) / 128);
   int n = rows;
   CUdeviceptr seq = p[SEQ], pos = p[POS], slot = p[SLOT], x = p[X], kv = p[KV], out = p[OUT], y = p[Y];
-  CUdeviceptr win = p[WIN], wout = p[WOUT];
+  CUdeviceptr win = p[WIN], wout = ws_ptr ? ws_ptr : p[WOUT];
   float three = 3.0f, two = 2.0f;
   void *a1[] = {&n, &seq, &pos, &slot, &x, &kv, &out};
-  cgrt_status st = cgrt_launch_kernel(rt, f_attn, grid, 1, 1, 128, 1, 1, 0, s, a1);
+  st = cgrt_launch_kernel(rt, f_attn, grid, 1, 1, 128, 1, 1, 0, s, a1);
   void *a2[] = {&n, &out, &y, &three};
   if (st == CGRT_SUCCESS) st = cgrt_launch_kernel(rt, f_scale, grid, 1, 1, 128, 1, 1, 0, s, a2);
   if (st == CGRT_SUCCESS) st = cgrt_memcpy_dtod_async(rt, p[Z], p[Y], (size_t)rows * 4, s);
+  if (st == CGRT_SUCCESS && memset_d32) st = memset_d32(p[SCR], 7u, (size_t)rows, s);
   void *a3[] = {&n, &win, &wout, &two};
   if (st == CGRT_SUCCESS) st = cgrt_launch_kernel(rt, f_scale, grid, 1, 1, 128, 1, 1, 0, s, a3);
+  if (st == CGRT_SUCCESS && dirty_counter)
+    st = memset_d32 ? memset_d32(dirty_counter, 1u, 1, s) : CGRT_ERROR_INVALID_ARGUMENT;
+  void *a4[] = {&n, &win, &wout, &two};
+  if (st == CGRT_SUCCESS && extra_node) st = cgrt_launch_kernel(rt, f_scale, grid, 1, 1, 128, 1, 1, 0, s, a4);
   return st;
 }
 
@@ -213,9 +187,8 @@ cgrt_status Engine::write_inputs(const CUdeviceptr *p, const Batch &bt) {
   return st;
 }
 
-cgrt_status Engine::eager(const Batch &bt, int steps) {
-  std::vector<float> zero((size_t)max_rows, 0.0f);
-  cgrt_status st = cgrt_memcpy_htod(rt, b[OUT], zero.data(), bytes[OUT]);
+cgrt_status Engine::run_eager(const Batch &bt, const CUdeviceptr *on, int steps) {
+  cgrt_status st = CGRT_SUCCESS;
   for (int step = 0; st == CGRT_SUCCESS && step < steps; step++) {
     int rows = bt.reqs * bt.k;
     std::vector<int32_t> seq((size_t)rows);
@@ -231,13 +204,19 @@ cgrt_status Engine::eager(const Batch &bt, int steps) {
                             : (int64_t)bt.bt[(size_t)r * cfg.max_blocks + ps / cfg.block_size] * cfg.block_size +
                                   ps % cfg.block_size;
     }
-    st = cgrt_memcpy_htod(rt, b[SEQ], seq.data(), seq.size() * 4);
-    if (st == CGRT_SUCCESS) st = cgrt_memcpy_htod(rt, b[POS], pos.data(), pos.size() * 8);
-    if (st == CGRT_SUCCESS) st = cgrt_memcpy_htod(rt, b[SLOT], slot.data(), slot.size() * 8);
-    if (st == CGRT_SUCCESS) st = enqueue(nullptr, rows, b);
+    st = cgrt_memcpy_htod(rt, on[SEQ], seq.data(), seq.size() * 4);
+    if (st == CGRT_SUCCESS) st = cgrt_memcpy_htod(rt, on[POS], pos.data(), pos.size() * 8);
+    if (st == CGRT_SUCCESS) st = cgrt_memcpy_htod(rt, on[SLOT], slot.data(), slot.size() * 8);
+    if (st == CGRT_SUCCESS) st = enqueue(nullptr, rows, on);
   }
   if (st == CGRT_SUCCESS) st = cgrt_runtime_synchronize(rt);
   return st;
+}
+
+cgrt_status Engine::eager(const Batch &bt, int steps) {
+  std::vector<float> zero((size_t)max_rows, 0.0f);
+  cgrt_status st = cgrt_memcpy_htod(rt, b[OUT], zero.data(), bytes[OUT]);
+  return st == CGRT_SUCCESS ? run_eager(bt, b, steps) : st;
 }
 
 namespace {
@@ -300,4 +279,4 @@ cgrt_status Engine::copy(CUdeviceptr dst, CUdeviceptr src, Buf f) {
   return st;
 }
 
-}  // namespace adv
+}  // namespace synth
