@@ -276,6 +276,9 @@ class Model:
         slot_mapping int64, seq_lens int32, block_table int32 [reqs, max_blocks] (row-level:
         one row per request in decode), out_tokens int64, out_hidden bf16."""
         act = self.act
+        # the buffers once (a cgrt Batch looks each name up): the layers take them from here
+        io = {k: io[k] for k in ("token_ids", "positions", "slot_mapping", "block_table", "seq_lens", "out_tokens",
+                                 "out_hidden")}
         ex.step_begin(io, B)
         ex.seg(self._embed, io["token_ids"][:B], act.hidden[:B])
         for l, lw in enumerate(self.w.layers):
