@@ -194,6 +194,9 @@ class Engine:
         ones). The plans' reservations (made for spec_k) serve every smaller k."""
         if not 1 <= k <= self.k_max:
             raise ValueError(f"k {k}: the engine serves 1..{self.k_max} draft tokens")
+        if self.checked:
+            raise ValueError("set_spec_k: an engine with checked replay keeps the k it was built with "
+                             "(its registered buffers are those of that k)")
         for s in (self.draft_set, self.verify_set):
             if s is not None:
                 s.close()

@@ -304,3 +304,44 @@ def test_forced_acceptance_rate_without_recapture(be):
         eng.spec_iteration(S)
     st = spec.snapshot(eng)
     assert int(st["acc"][:S].sum()) == int(st["match"][:S].sum())
+
+
+def test_fused_triton_kernels_match_pytorch_versions_on_gpu():
+    """The Triton kernels of fused.py against the PyTorch versions of the same functions
+    (which the emulation runs), on the reduced model's sizes; bf16 rounding apart."""
+    import fused
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: the Triton kernels run on CUDA tensors only")
+    if fused.triton is None:
+        pytest.skip(f"Triton is not importable: {fused.WHY}")
+    why = fused.warmup(REDUCED, torch.device("cuda"))
+    assert why is None, why
+    cfg, dev = REDUCED, torch.device("cuda")
+    g = torch.Generator(device=dev)
+    g.manual_seed(7)
+    bf = dict(dtype=torch.bfloat16, device=dev)
+    B, H, R = 5, cfg.heads, cfg.kv_lora_rank
+    x = torch.randn((B, cfg.hidden), generator=g, device=dev).to(torch.bfloat16)
+    w = (1 + 0.1 * torch.randn((cfg.hidden,), generator=g, device=dev)).to(torch.bfloat16)
+    got = fused.rms_norm_into(x, w, cfg.rms_eps, torch.empty_like(x))
+    assert (got.float() - fused.rms_norm_ref(x, w, cfg.rms_eps).float()).abs().max() < 0.05
+    gu = torch.randn((B, 2 * cfg.intermediate), generator=g, device=dev).to(torch.bfloat16)
+    got = fused.silu_mul_into(gu, torch.empty((B, cfg.intermediate), **bf))
+    I = cfg.intermediate
+    ref = torch.nn.functional.silu(gu[:, :I].float()) * gu[:, I:].float()
+    assert (got.float() - ref).abs().max() < 0.05 * (1 + ref.abs().max())
+    from model import rope_tables
+    cos, sin = rope_tables(cfg, 300, dev)
+    qkv = torch.randn((B, H * cfg.qk_head + cfg.latent), generator=g, device=dev).to(torch.bfloat16)
+    pos = torch.tensor([0, 7, 150, 299, 42], dtype=torch.int64, device=dev)
+    slots = torch.tensor([3, -1, 17, 40, 5], dtype=torch.int64, device=dev)
+    kvw = (1 + 0.1 * torch.randn((R,), generator=g, device=dev)).to(torch.bfloat16)
+    kv_a, kv_b = torch.zeros((4, cfg.page_size, cfg.latent), **bf), torch.zeros((4, cfg.page_size, cfg.latent), **bf)
+    q_a, q_b = torch.zeros((B, H, cfg.latent), **bf), torch.zeros((B, H, cfg.latent), **bf)
+    trash = 3 * cfg.page_size
+    fused.rope_kv_write(qkv, pos, slots, cos, sin, kvw, cfg.rms_eps, kv_a, q_a, trash, H, cfg.qk_head, cfg.qk_nope)
+    fused._rope_kv_torch(qkv, pos, slots, cos, sin, kvw, cfg.rms_eps, kv_b.view(-1, cfg.latent), q_b, trash, H,
+                         cfg.qk_head, cfg.qk_nope, R)
+    assert (kv_a.float() - kv_b.float()).abs().max() < 0.05
+    assert (q_a.float() - q_b.float()).abs().max() < 0.05
+    assert bool((kv_a.view(-1, cfg.latent)[trash] != 0).any())  # the padding row went to the trash slot
