@@ -309,6 +309,8 @@ int main(int argc, char **argv) {
           {
             Inputs qa;
             qa.make(rt, B, 64, H, H, page);
+            // make() synchronizes the context: no rank may be capturing while another does it.
+            bar.wait();
             cgrt_mla_args m = in.mla(B);  // the shard, with all H queries
             m.q = qa.q;
             m.out = qa.out;
