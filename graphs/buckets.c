@@ -1,4 +1,4 @@
-/* Capture sizes and the dispatch table (requests -> bucket). */
+/* Step modes, capture sizes and the dispatch tables (requests -> bucket). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -15,7 +15,13 @@ int gx_is_step_mode(cgrt_graph_mode mode) {
   return mode == CGRT_GRAPH_DECODE || mode == CGRT_GRAPH_BLOCK || mode == CGRT_GRAPH_VERIFY;
 }
 
-int gx_lut_of(cgrt_graph_mode mode) { return mode == CGRT_GRAPH_VERIFY ? 4 : (int)mode; }
+gx_lut_slot gx_lut_of(cgrt_graph_mode mode) {
+  switch (mode) {
+    case CGRT_GRAPH_BLOCK: return GX_LUT_BLOCK;
+    case CGRT_GRAPH_VERIFY: return GX_LUT_VERIFY;
+    default: return GX_LUT_DECODE;
+  }
+}
 
 int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode) {
   return mode == CGRT_GRAPH_DECODE ? set->o.enable_decode != 0
@@ -25,6 +31,17 @@ int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode) {
 
 const char *gx_step_mode_name(cgrt_graph_mode mode) {
   return mode == CGRT_GRAPH_BLOCK ? "block" : mode == CGRT_GRAPH_VERIFY ? "verify" : "decode";
+}
+
+const char *gx_mode_name(const gx_exec *e) {
+  if (e->is_while) return "draft-while";
+  if (e->draft) return "draft";
+  return gx_step_mode_name(e->mode);
+}
+
+/* The step mode of the buckets of a dispatch table (draft loops: decode). */
+static cgrt_graph_mode mode_of(gx_lut_slot t) {
+  return t == GX_LUT_BLOCK ? CGRT_GRAPH_BLOCK : t == GX_LUT_VERIFY ? CGRT_GRAPH_VERIFY : CGRT_GRAPH_DECODE;
 }
 
 static int cmp_desc(const void *a, const void *b) {
@@ -66,56 +83,59 @@ static size_t sizes_for(const cgrt_graphs *set, int k, int *out, size_t cap) {
 
 cgrt_status gx_buckets_build(cgrt_graphs *set) {
   enum { CAP = GX_MAX_CAPTURE_SIZES };
-  int sizes[5][CAP];
-  size_t counts[5] = {0, 0, 0, 0, 0};
-  if (set->o.enable_decode) counts[0] = sizes_for(set, 1, sizes[0], CAP);
-  if (set->o.block_len >= 2) counts[1] = sizes_for(set, set->o.block_len, sizes[1], CAP);
+  int sizes[GX_LUTS][CAP];
+  size_t counts[GX_LUTS] = {0};
+  if (set->o.enable_decode) counts[GX_LUT_DECODE] = sizes_for(set, 1, sizes[GX_LUT_DECODE], CAP);
+  if (set->o.block_len >= 2) counts[GX_LUT_BLOCK] = sizes_for(set, set->o.block_len, sizes[GX_LUT_BLOCK], CAP);
   if (set->o.draft_steps >= 2 && set->o.enable_decode && set->o.dcp_world_size <= 1) {
-    counts[2] = counts[0];
-    memcpy(sizes[2], sizes[0], counts[0] * sizeof(int));
-    if (set->o.draft_while && set->o.meta.enabled) { /* the same sizes as WHILE loops */
-      counts[3] = counts[0];
-      memcpy(sizes[3], sizes[0], counts[0] * sizeof(int));
+    /* Draft loops: the decode sizes, unrolled and (when wanted) as WHILE loops. */
+    counts[GX_LUT_DRAFT] = counts[GX_LUT_DECODE];
+    memcpy(sizes[GX_LUT_DRAFT], sizes[GX_LUT_DECODE], counts[GX_LUT_DECODE] * sizeof(int));
+    if (set->o.draft_while && set->o.meta.enabled) {
+      counts[GX_LUT_DRAFT_WHILE] = counts[GX_LUT_DECODE];
+      memcpy(sizes[GX_LUT_DRAFT_WHILE], sizes[GX_LUT_DECODE], counts[GX_LUT_DECODE] * sizeof(int));
     }
   }
-  if (set->o.verify_len >= 2) counts[4] = sizes_for(set, set->o.verify_len, sizes[4], CAP);
-  size_t total = counts[0] + counts[1] + counts[2] + counts[3] + counts[4];
+  if (set->o.verify_len >= 2) counts[GX_LUT_VERIFY] = sizes_for(set, set->o.verify_len, sizes[GX_LUT_VERIFY], CAP);
+  size_t total = 0;
+  for (int t = 0; t < GX_LUTS; t++) total += counts[t];
   set->execs = (gx_exec *)calloc(total ? total : 1, sizeof(gx_exec));
   if (set->execs == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: bucket table");
   size_t n = 0;
-  for (int m = 0; m < GX_LUTS; m++) {
-    int k = m == 1 ? set->o.block_len : m == 4 ? set->o.verify_len : 1;
-    for (size_t i = 0; i < counts[m]; i++) {
+  for (int t = 0; t < GX_LUTS; t++) {
+    const cgrt_graph_mode mode = mode_of((gx_lut_slot)t);
+    const int k = gx_rows_per_req(set, mode);
+    for (size_t i = 0; i < counts[t]; i++) {
       gx_exec *e = &set->execs[n++];
-      e->mode = m == 1 ? CGRT_GRAPH_BLOCK : m == 4 ? CGRT_GRAPH_VERIFY : CGRT_GRAPH_DECODE;
-      e->draft = m == 2 || m == 3;
-      e->is_while = m == 3;
-      e->rows = sizes[m][i];
-      e->reqs = sizes[m][i] / k;
+      e->mode = mode;
+      e->lut = (gx_lut_slot)t;
+      e->draft = t == GX_LUT_DRAFT || t == GX_LUT_DRAFT_WHILE;
+      e->is_while = t == GX_LUT_DRAFT_WHILE;
+      e->rows = sizes[t][i];
+      e->reqs = sizes[t][i] / k;
       e->last_reqs = -1;
     }
   }
   set->nexec = n;
-  for (int m = 0; m < GX_LUTS; m++) {
-    set->lut[m] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
-    if (set->lut[m] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
+  for (int t = 0; t < GX_LUTS; t++) {
+    set->lut[t] = (uint32_t *)calloc((size_t)set->o.max_num_seqs + 1, sizeof(uint32_t));
+    if (set->lut[t] == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: dispatch table");
   }
   gx_lut_build(set);
   return CGRT_SUCCESS;
 }
 
-/* lut[m][reqs] = 1 + index of the smallest captured bucket of m holding reqs requests. */
+/* lut[t][reqs] = 1 + index of the smallest captured bucket of table t holding reqs requests. */
 void gx_lut_build(cgrt_graphs *set) {
-  for (int m = 0; m < GX_LUTS; m++) {
-    uint32_t *lut = set->lut[m];
+  for (int t = 0; t < GX_LUTS; t++) {
+    uint32_t *lut = set->lut[t];
     if (lut == NULL) continue;
     for (int r = 0; r <= set->o.max_num_seqs; r++) {
       uint32_t best = 0;
       int best_rows = 0;
       for (size_t i = 0; i < set->nexec; i++) {
         const gx_exec *e = &set->execs[i];
-        int em = e->is_while ? 3 : (e->draft ? 2 : gx_lut_of(e->mode));
-        if (em != m || !e->captured || e->reqs < r) continue;
+        if ((int)e->lut != t || !e->captured || e->reqs < r) continue;
         if (best == 0 || e->rows < best_rows) {
           best = (uint32_t)i + 1;
           best_rows = e->rows;

@@ -7,39 +7,24 @@
 
 #include "graphs/graphs_internal.h"
 
-static CUdeviceptr meta_addr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
-
 /* Launches cgrt_graph_meta_prepare for a batch (num_reqs real requests of padded_rows). */
 static cgrt_status launch_prepare(cgrt_graphs *set, CUstream s, int num_reqs, int padded_rows,
                                   int block_len, const CUdeviceptr *addr) {
-  const cgrt_graph_meta *m = &set->o.meta;
-  int a_reqs = num_reqs, a_rows = padded_rows, a_k = block_len, a_bs = m->block_size,
-      a_mb = m->max_blocks_per_seq;
-  CUdeviceptr p[6] = {meta_addr(addr, m->req_seq_lens), meta_addr(addr, m->req_positions),
-                      meta_addr(addr, m->block_table),  meta_addr(addr, m->seq_lens),
-                      meta_addr(addr, m->positions),    meta_addr(addr, m->slot_mapping)};
-  void *args[11] = {&a_reqs, &a_rows, &a_k, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5]};
-  unsigned grid = (unsigned)((padded_rows + 255) / 256);
-  if (grid == 0) grid = 1;
+  gx_meta_args a;
+  gx_meta_prepare(set, addr, num_reqs, padded_rows, block_len, &a);
   return CGRT__CU(set->drv, cuLaunchKernel,
-                  (set->f_prepare, grid, 1, 1, 256, 1, 1, 0, s, args, NULL), CGRT_ERROR_DRIVER,
-                  "graph set: launching the metadata kernel");
+                  (set->f_prepare, gx_meta_grid(padded_rows), 1, 1, GX_META_THREADS, 1, 1, 0, s, a.args, NULL),
+                  CGRT_ERROR_DRIVER, "graph set: launching the metadata kernel");
 }
 
 /* Launches cgrt_graph_meta_advance (draft loops). */
 static cgrt_status launch_advance(cgrt_graphs *set, CUstream s, int num_reqs, int padded_rows,
                                   const CUdeviceptr *addr) {
-  const cgrt_graph_meta *m = &set->o.meta;
-  int a_reqs = num_reqs, a_rows = padded_rows, a_max = set->o.max_model_len, a_bs = m->block_size,
-      a_mb = m->max_blocks_per_seq;
-  CUdeviceptr p[4] = {meta_addr(addr, m->block_table), meta_addr(addr, m->seq_lens),
-                      meta_addr(addr, m->positions), meta_addr(addr, m->slot_mapping)};
-  void *args[9] = {&a_reqs, &a_rows, &a_max, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3]};
-  unsigned grid = (unsigned)((padded_rows + 255) / 256);
-  if (grid == 0) grid = 1;
+  gx_meta_args a;
+  gx_meta_advance(set, addr, num_reqs, padded_rows, &a);
   return CGRT__CU(set->drv, cuLaunchKernel,
-                  (set->f_advance, grid, 1, 1, 256, 1, 1, 0, s, args, NULL), CGRT_ERROR_DRIVER,
-                  "graph set: launching the metadata advance kernel");
+                  (set->f_advance, gx_meta_grid(padded_rows), 1, 1, GX_META_THREADS, 1, 1, 0, s, a.args, NULL),
+                  CGRT_ERROR_DRIVER, "graph set: launching the metadata advance kernel");
 }
 
 /* One step (or a draft loop) launched on s: metadata kernels and the host's callback. */
@@ -67,43 +52,6 @@ static cgrt_status enqueue_body(cgrt_graphs *set, CUstream s, const gx_exec *e,
 cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
                          const CUdeviceptr *addr) {
   return enqueue_body(set, stream, NULL, d, meta_reqs, addr);
-}
-
-CUresult gx_capture_end(cgrt_graphs *set, CUstream s, int to_graph, CUgraph *out) {
-  CUgraph g = NULL;
-  CUresult r = set->drv->cuStreamEndCapture(s, &g);
-  if (r == CUDA_SUCCESS && g == NULL) r = CUDA_ERROR_UNKNOWN;
-  if (r != CUDA_SUCCESS) {
-    /* A failed end may leave the stream, and with it this thread, capturing. */
-    if (g != NULL && !to_graph) set->drv->cuGraphDestroy(g);
-    g = NULL;
-    set->open_capture = to_graph ? GX_OPEN_TO_GRAPH : GX_OPEN_OWNED;
-    gx_capture_abandon(set);
-  }
-  *out = g;
-  return r;
-}
-
-int gx_capture_abandon(cgrt_graphs *set) {
-  if (set->open_capture == GX_OPEN_NONE) return 1;
-  const cgrt__driver *drv = set->drv;
-  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
-  if (r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-    CUgraph g = NULL;
-    drv->cuStreamEndCapture(set->cap_stream, &g); /* ended or not: asked again below */
-    /* A body captured into a graph belongs to its conditional node. */
-    if (g != NULL && set->open_capture == GX_OPEN_OWNED) drv->cuGraphDestroy(g);
-    r = drv->cuStreamIsCapturing(set->cap_stream, &cs);
-  }
-  if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_NONE) {
-    set->open_capture = GX_OPEN_NONE;
-    if (set->open_parent != NULL) { /* nothing records into it any more */
-      CGRT__CU_WARN(drv, cuGraphDestroy, (set->open_parent), "a WHILE draft graph whose capture was left open");
-      set->open_parent = NULL;
-    }
-  }
-  return set->open_capture == GX_OPEN_NONE;
 }
 
 /* Before work on the capture stream: a capture left open must be ended first. */
@@ -248,9 +196,4 @@ cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload) {
             1e3 * e->capture_s,
             1e3 * e->instantiate_s, e->memory_bytes);
   return CGRT_SUCCESS;
-}
-
-cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup) {
-  cgrt_status st = gx_capture_front(set, e, warmup);
-  return st != CGRT_SUCCESS ? st : gx_capture_back(set, e, set->cap_stream);
 }

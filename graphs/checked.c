@@ -11,7 +11,8 @@
  * the runtime's buffer registry (workspaces, counters, cgrt_mem_alloc, registered
  * memory), the ranges declared with cgrt_graphs_set_ranges, and the set's own memory.
  * Memory cgrt does not free itself (buffers, registered and declared ranges) is asked of
- * the driver again, once per range per checked step. */
+ * the driver again, once per range per checked step. What is known, and the identities,
+ * come from ranges.c. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -20,43 +21,6 @@
 #include <string.h>
 
 #include "graphs/graphs_internal.h"
-
-cgrt_status gx_ranges_refresh(cgrt_graphs *set) {
-  for (;;) {
-    size_t n = cgrt__buffers_snapshot(set->rt, set->rt_ranges, set->rt_cap, NULL);
-    if (n <= set->rt_cap) {
-      set->nrt = n;
-      return CGRT_SUCCESS;
-    }
-    size_t cap = 2 * n;
-    cgrt__alloc_range *r = (cgrt__alloc_range *)realloc(set->rt_ranges, cap * sizeof(*r));
-    if (r != NULL) set->rt_ranges = r;
-    unsigned char *seen = (unsigned char *)realloc(set->rt_seen, cap);
-    if (seen != NULL) set->rt_seen = seen;
-    if (r == NULL || seen == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: buffer registry copy");
-    set->rt_cap = cap;
-  }
-}
-
-static long find_declared(const cgrt_graphs *set, CUdeviceptr v) {
-  for (size_t i = 0; i < set->nranges; i++)
-    if (v >= set->ranges[i].base && v - set->ranges[i].base < set->ranges[i].bytes) return (long)i;
-  return -1;
-}
-
-uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v) {
-  if (gx_set_owned(set, v)) return 0;
-  long i = cgrt__ranges_find(set->rt_ranges, set->nrt, v);
-  if (i >= 0) return set->rt_ranges[i].id;
-  i = find_declared(set, v);
-  return i >= 0 ? set->range_key[i] : 0;
-}
-
-void gx_key_buffer(cgrt_graphs *set, size_t b) {
-  uint64_t id = 0;
-  CUresult r = cgrt__buffer_id(set->drv, set->current[b], set->cur_bytes[b], &id);
-  set->cur_key[b] = r == CUDA_SUCCESS ? id : cgrt__buffer_id_answered(r) ? 0 : GX_KEY_UNKNOWN;
-}
 
 /* A driver failure while checking: no verdict on the pointer, nothing launched. */
 static cgrt_status check_failed(CUresult r, const char *what, const char *name) {
@@ -78,11 +42,8 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e) {
     if (e != NULL && e->site_start[b + 1] == e->site_start[b]) continue; /* nothing points into it */
     const CUdeviceptr a = set->current[b];
     if (set->cur_key[b] == GX_KEY_UNKNOWN) { /* the driver failed when it was bound: ask now */
-      gx_key_buffer(set, b);
-      if (set->cur_key[b] == GX_KEY_UNKNOWN) {
-        uint64_t ignored = 0;
-        return check_failed(cgrt__buffer_id(set->drv, a, set->cur_bytes[b], &ignored), "buffer", set->bufs[b].name);
-      }
+      CUresult r = gx_key_buffer(set, b);
+      if (set->cur_key[b] == GX_KEY_UNKNOWN) return check_failed(r, "buffer", set->bufs[b].name);
     }
     if (set->cur_key[b] == 0)
       return cgrt__fail(CGRT_ERROR_STALE_POINTER,
@@ -161,7 +122,7 @@ static int stale(cgrt_graphs *set, uint8_t kind, uint64_t key, CUdeviceptr v, co
     }
     return 0;
   }
-  i = find_declared(set, v);
+  i = gx_find_declared(set, v);
   if (i >= 0) {
     if ((kind == GX_PTR_KNOWN && set->range_key[i] != key) ||
         !still_there(set, &set->range_seen[i], set->ranges[i].base, set->range_key[i])) {

@@ -1,6 +1,5 @@
-/* Small helpers shared by the files of graphs/: a bucket's name in messages, the clock,
- * what the set owns or passes that is never a buffer pointer, and the check of a device
- * range the host hands in. */
+/* The bottom of graphs/: the clock, the check of a device range the host hands in, and
+ * the checks every public entry point makes first. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -14,21 +13,18 @@ double gx_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-const char *gx_mode_name(const gx_exec *e) {
-  if (e->is_while) return "draft-while";
-  if (e->draft) return "draft";
-  return gx_step_mode_name(e->mode);
-}
-
-int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v) {
-  return set->while_state != 0 && v >= set->while_state && v - set->while_state < GX_WHILE_STATE_BYTES;
-}
-
-int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p) {
-  if (f == NULL) return 0;
-  return (f == set->f_while_begin && p == 4) || (f == set->f_advance_while && p == 11);
-}
-
 int gx_range_ok(CUdeviceptr base, size_t bytes) {
   return base != 0 && bytes != 0 && (uint64_t)bytes - 1 <= UINT64_MAX - (uint64_t)base;
+}
+
+cgrt_status gx_enter(cgrt_graphs *set, const char *api) {
+  if (!cgrt__handle_live(set, CGRT__HANDLE_GRAPHS))
+    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "%s: %p is not a live graph set (NULL, destroyed or never created)",
+                      api, (void *)set);
+  return cgrt__runtime_enter(set->rt, api);
+}
+
+cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api) {
+  cgrt_status st = gx_enter(set, api);
+  return st != CGRT_SUCCESS ? st : cgrt__refuse_in_capture(api);
 }

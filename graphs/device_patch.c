@@ -162,8 +162,8 @@ cgrt_status gx_dpatch_finish(cgrt_graphs *set, gx_exec *e) {
     if (k->devnode == 0) continue;
     sites[n].node = k->devnode;
     sites[n].delta = 0;
-    sites[n].offset = k->offsets[0];
-    sites[n].size = 4;
+    sites[n].offset = k->offsets[CGRT__META_NUM_REQS]; /* kernels/graph_meta.h */
+    sites[n].size = CGRT__META_NUM_REQS_BYTES;
     n++;
   }
   e->dgroup_n[set->nbuf] = (uint32_t)n - start[set->nbuf];

@@ -1,4 +1,5 @@
-/* Graph set lifetime: options, create/destroy, capture of all buckets, queries. */
+/* Graph set lifetime: options, create/destroy, capture of all buckets, queries. The top
+ * of graphs/ (public entry points only): nothing else in graphs/ calls into this file. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,20 +27,7 @@ static int while_wanted(const cgrt_graphs_options *o) {
   return o->draft_while && o->draft_steps >= 2 && o->enable_decode && o->dcp_world_size <= 1 && o->meta.enabled;
 }
 
-static int live_set(const cgrt_graphs *set) { return cgrt__handle_live(set, CGRT__HANDLE_GRAPHS); }
 static void graphs_free(cgrt_graphs *set);
-
-cgrt_status gx_enter(cgrt_graphs *set, const char *api) {
-  if (!live_set(set))
-    return cgrt__fail(CGRT_ERROR_INVALID_HANDLE, "%s: %p is not a live graph set (NULL, destroyed or never created)",
-                      api, (void *)set);
-  return cgrt__runtime_enter(set->rt, api);
-}
-
-cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api) {
-  cgrt_status st = gx_enter(set, api);
-  return st != CGRT_SUCCESS ? st : cgrt__refuse_in_capture(api);
-}
 
 static cgrt_status check_meta_buffer(const cgrt_graphs_options *o, int id, size_t need,
                                      const char *role) {
@@ -203,7 +191,7 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
       graphs_free(set); /* not registered yet */
       return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create");
     }
-    if (set->o.checked_replay) gx_key_buffer(set, i);
+    if (set->o.checked_replay) (void)gx_key_buffer(set, i); /* a failure: asked again when checked */
   }
   if (set->o.meta.enabled) {
     st = cgrt__runtime_function(rt, "cgrt_graph_meta_prepare", &set->f_prepare);

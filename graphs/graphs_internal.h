@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cgrt/cgrt_graphs.h"
+#include "kernels/graph_meta.h"
 #include "kernels/graph_patch.h"
 #include "runtime/handles.h"
 #include "runtime/runtime_internal.h"
@@ -50,8 +51,17 @@ enum {
  * site offsets are 16 bits. The driver's limit is 32764 bytes. */
 #define GX_MAX_PARAM_BYTES 65535u
 
-/* Dispatch tables of a set: decode, block, draft, WHILE draft, verify (gx_lut_of). */
-#define GX_LUTS 5
+/* The dispatch tables of a set, one per kind of bucket: set->lut[slot][num_reqs] is 1 +
+ * the index of the smallest captured bucket of that kind holding num_reqs requests (0:
+ * none). A step mode's slot is gx_lut_of(mode); a bucket's is gx_exec.lut. */
+typedef enum gx_lut_slot {
+  GX_LUT_DECODE = 0,      /* CGRT_GRAPH_DECODE steps */
+  GX_LUT_BLOCK = 1,       /* CGRT_GRAPH_BLOCK steps */
+  GX_LUT_DRAFT = 2,       /* unrolled draft loops (decode buckets) */
+  GX_LUT_DRAFT_WHILE = 3, /* draft loops as a conditional WHILE node (decode buckets) */
+  GX_LUT_VERIFY = 4,      /* CGRT_GRAPH_VERIFY steps */
+  GX_LUTS = 5
+} gx_lut_slot;
 
 /* A place in an executable graph that points into a registered buffer: an 8-byte word of
  * a kernel node's packed parameters (a pointer parameter, or 8 bytes of a struct) or a
@@ -107,6 +117,7 @@ typedef struct gx_mnode {
 /* One bucket: a captured graph, its executable and its parameter index. */
 typedef struct gx_exec {
   cgrt_graph_mode mode;
+  gx_lut_slot lut;    /* the dispatch table that holds this bucket */
   int draft;          /* 1 for a draft-loop graph */
   int is_while;       /* 1 for a draft loop as a conditional WHILE node (draft is 1 too) */
   CUgraph body;       /* WHILE: the body graph (owned by the conditional node of graph) */
@@ -127,7 +138,8 @@ typedef struct gx_exec {
   uint64_t synced_gen;  /* set->gen when applied[] last caught up with set->current */
   uint32_t *dirty_k;    /* [nk] scratch list of dirty kernel nodes */
   uint32_t *dirty_m;    /* [nm] */
-  uint32_t *meta_k;     /* kernel nodes of cgrt's metadata kernels (param 0 = num_reqs) */
+  uint32_t *meta_k;     /* kernel nodes of the graph-meta kernels that take num_reqs
+                           (parameter CGRT__META_NUM_REQS; gx_meta_takes_reqs) */
   size_t nmeta;
   int last_reqs;        /* num_reqs the metadata nodes hold now */
   double capture_s, instantiate_s;
@@ -174,8 +186,7 @@ struct cgrt_graphs {
 
   gx_exec *execs; /* decode buckets (largest first), block buckets, draft loops */
   size_t nexec;
-  uint32_t *lut[GX_LUTS]; /* [max_num_seqs + 1] -> exec index + 1 (0: none); 0 = decode, 1 = block,
-                       2 = draft, 3 = WHILE, 4 = verify (gx_lut_of) */
+  uint32_t *lut[GX_LUTS]; /* [gx_lut_slot][max_num_seqs + 1] -> exec index + 1 (0: none) */
 
   CUfunction f_prepare, f_advance, f_while_begin, f_advance_while;
   CUfunction f_patch;       /* device_patch: the patch kernel (else NULL): the capture-time
@@ -209,19 +220,92 @@ struct cgrt_graphs {
   int attached;
 };
 
-/* common.c */
+/* The files of graphs/ call each other in one direction only, from the public entry
+ * points down (docs/replay.md, "The files of graphs/"). The declarations below go from
+ * the bottom layer up: a file calls only the files declared above its own section. */
+
+/* common.c: the clock, the check of a device range, the entry checks. */
 /* Monotonic seconds. */
 double gx_now(void);
-/* "decode", "block", "draft" or "draft-while" (for messages). */
-const char *gx_mode_name(const gx_exec *e);
-/* 1 when v lies inside device memory the set owns itself (the WHILE loop state). */
-int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
-/* 1 when param p of a kernel node of function f is a conditional handle (never a pointer). */
-int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
 /* 1 when [base, base + bytes) is a usable device range: base and bytes non-zero, and the
  * end at or below 2^64 (base + bytes does not wrap). Registered buffers, bindings and
  * declared ranges all pass it, so every later "v - base < bytes" test is exact. */
 int gx_range_ok(CUdeviceptr base, size_t bytes);
+/* Makes the set's runtime context current for a public entry point, after checking the
+ * handle (CGRT_ERROR_INVALID_HANDLE naming `api`). */
+cgrt_status gx_enter(cgrt_graphs *set, const char *api);
+/* gx_enter, and CGRT_ERROR_CAPTURING on a thread that is capturing (a set's enqueue
+ * callback under capture): the calls that launch, capture or take the set's lock. A step
+ * of the capturing set itself would wait for its own lock; another set's work would run
+ * outside the capture that the caller means to record. */
+cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api);
+
+/* buckets.c: step modes, capture sizes and the dispatch tables (requests -> bucket). */
+int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
+/* 1 for the modes a step can take: decode, block, verify. */
+int gx_is_step_mode(cgrt_graph_mode mode);
+/* The dispatch table of a step mode. */
+gx_lut_slot gx_lut_of(cgrt_graph_mode mode);
+/* 1 when the set captures buckets of this step mode. */
+int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode);
+/* "decode", "block", "verify" (step modes). */
+const char *gx_step_mode_name(cgrt_graph_mode mode);
+/* A bucket's kind in messages: the step mode's name, "draft" or "draft-while". */
+const char *gx_mode_name(const gx_exec *e);
+cgrt_status gx_buckets_build(cgrt_graphs *set);
+void gx_lut_build(cgrt_graphs *set);
+
+/* ranges.c: the memory a set knows -- its buffers at their current addresses, the
+ * runtime's buffer registry, the ranges the host declared, the set's own memory -- and
+ * the identities of their allocations (checked replay). */
+/* 1 when v lies inside device memory the set owns itself (the WHILE loop state). */
+int gx_set_owned(const cgrt_graphs *set, CUdeviceptr v);
+/* The buffer that holds v at the addresses addr[] (the lowest id when several do), or -1. */
+int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr v);
+/* The declared range (cgrt_graphs_set_ranges) that holds v, or -1. */
+long gx_find_declared(const cgrt_graphs *set, CUdeviceptr v);
+/* Reads the runtime's buffer registry into set->rt_ranges / set->nrt (grows the scratch). */
+cgrt_status gx_ranges_refresh(cgrt_graphs *set);
+/* Identity of the known range holding v for the parameter index (registry ranges first,
+ * then declared ranges; 0 for the set's own memory or nothing). */
+uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v);
+/* cur_key[b] when the driver failed to say which allocation holds current[b]. */
+#define GX_KEY_UNKNOWN UINT64_MAX
+/* Records cur_key[b] for the address current[b] now has (driver calls). Returns the
+ * driver's answer: the failure that left cur_key[b] GX_KEY_UNKNOWN, if any (a binding
+ * records the key and leaves a failure to the next checked step, which asks again). */
+CUresult gx_key_buffer(cgrt_graphs *set, size_t b);
+
+/* meta.c: the graph-meta kernels (kernels/graph_meta.h) as graphs/ launches and indexes
+ * them. */
+/* Block size of prepare and advance, and their grid for `rows` rows. */
+#define GX_META_THREADS 256
+unsigned gx_meta_grid(int rows);
+/* The arguments of one launch or kernel node of a graph-meta kernel: args[i] points at
+ * parameter i (an int, or an 8-byte pointer or handle, at the start of val[i]). */
+typedef struct gx_meta_args {
+  uint64_t val[CGRT__META_MAX_PARAMS];
+  void *args[CGRT__META_MAX_PARAMS];
+} gx_meta_args;
+/* cgrt_graph_meta_prepare: num_reqs real requests of block_len rows each, padded_rows
+ * rows in all, with the metadata buffers at addr[]. */
+void gx_meta_prepare(const cgrt_graphs *set, const CUdeviceptr *addr, int num_reqs, int padded_rows,
+                     int block_len, gx_meta_args *a);
+/* cgrt_graph_meta_advance (unrolled draft loops). */
+void gx_meta_advance(const cgrt_graphs *set, const CUdeviceptr *addr, int num_reqs, int padded_rows,
+                     gx_meta_args *a);
+/* cgrt_graph_meta_while_begin with the loop's condition `handle`. */
+void gx_meta_while_begin(const cgrt_graphs *set, const CUdeviceptr *addr, int num_reqs, uint64_t handle,
+                         gx_meta_args *a);
+/* cgrt_graph_meta_advance_while (no num_reqs: it reads the loop's state). */
+void gx_meta_advance_while(const cgrt_graphs *set, const CUdeviceptr *addr, int padded_rows, uint64_t handle,
+                           gx_meta_args *a);
+/* 1 when f is a graph-meta kernel whose parameter CGRT__META_NUM_REQS a step patches
+ * (prepare, advance, while_begin). */
+int gx_meta_takes_reqs(const cgrt_graphs *set, CUfunction f);
+/* 1 when parameter p of a kernel node of function f is a conditional handle (never a
+ * pointer): the last parameter of the WHILE kernels. */
+int gx_is_handle_param(const cgrt_graphs *set, CUfunction f, uint32_t p);
 
 /* enqueue.c */
 void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *addr,
@@ -229,38 +313,7 @@ void gx_fill_desc(const cgrt_graphs *set, const gx_exec *e, const CUdeviceptr *a
 /* Calls the host's enqueue callback; CGRT_ERROR_CALLBACK_FAILED with its message. */
 cgrt_status gx_call_enqueue(cgrt_graphs *set, CUstream s, const cgrt_batch_desc *d);
 
-/* buckets.c */
-cgrt_status gx_buckets_build(cgrt_graphs *set);
-void gx_lut_build(cgrt_graphs *set);
-int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);
-/* The dispatch table (set->lut index) of a step mode. */
-/* 1 for the modes a step can take: decode, block, verify. */
-int gx_is_step_mode(cgrt_graph_mode mode);
-int gx_lut_of(cgrt_graph_mode mode);
-/* 1 when the set captures buckets of this step mode. */
-int gx_mode_enabled(const cgrt_graphs *set, cgrt_graph_mode mode);
-/* "decode", "block", "verify" (step modes). */
-const char *gx_step_mode_name(cgrt_graph_mode mode);
-
-/* capture.c */
-/* Captures e: front (this thread: warm-up runs, stream capture of the host's callback;
- * leaves e->graph, e->body and e->capture_s) then back (index, device-patch marks,
- * instantiate, upload on `upload` and wait, device patch table; e->captured). back only
- * makes driver calls on e's own objects and `upload`, never on the capture stream, and
- * calls no host callback: it may run on another thread while front captures the next
- * bucket (capture_pipeline.c). Each returns the bucket's status with e released on
- * failure. gx_capture_exec runs both on the capture stream. */
-cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup);
-cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload);
-cgrt_status gx_capture_exec(cgrt_graphs *set, gx_exec *e, int warmup);
-
-/* capture_pipeline.c: captures the buckets todo[0..n) in order, with warmup_runs eager
- * runs before each (options.warmup_once: before the first only). Unless
- * options.serial_capture, the back half of bucket i runs on a worker thread while this
- * thread captures bucket i + 1. status[i] is each bucket's status; msg[i] (1024 bytes
- * each) its cgrt_last_error() on failure. Without a worker thread (or its stream) the
- * buckets are captured in turn. set->mu held. */
-void gx_capture_buckets(cgrt_graphs *set, gx_exec **todo, size_t n, cgrt_status *status, char *msg);
+/* capture_end.c */
 /* Ends the capture of s whatever happened, so that the stream and the calling thread
  * leave capture mode: *out is the graph, or NULL when the end failed (a graph the driver
  * returned with the failure is destroyed unless to_graph: a body belongs to its node).
@@ -274,33 +327,18 @@ CUresult gx_capture_end(cgrt_graphs *set, CUstream s, int to_graph, CUgraph *out
  * left behind, with the stream, and a warning says so. Must run on the thread that
  * captured (thread-local capture mode). */
 int gx_capture_abandon(cgrt_graphs *set);
-/* Makes the set's runtime context current for a public entry point, after checking the
- * handle (CGRT_ERROR_INVALID_HANDLE naming `api`). graphs.c. */
-cgrt_status gx_enter(cgrt_graphs *set, const char *api);
-/* gx_enter, and CGRT_ERROR_CAPTURING on a thread that is capturing (a set's enqueue
- * callback under capture): the calls that launch, capture or take the set's lock. A step
- * of the capturing set itself would wait for its own lock; another set's work would run
- * outside the capture that the caller means to record. */
-cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api);
-/* Captures e's graph with the current addresses; *body: the WHILE body (else NULL). */
-cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
-cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
-                         const CUdeviceptr *addr);
-void gx_exec_release(cgrt_graphs *set, gx_exec *e);
 
 /* param_index.c */
 cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e);
 void gx_index_free(gx_exec *e);
-int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr v);
-/* Writes the new addresses of moved buffers into the stored parameters; marks nodes dirty
- * (returns how many sites changed). */
-size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk,
-                      size_t *ndm);
+/* Writes the new addresses of moved buffers into the stored parameters and marks their
+ * nodes dirty: dirty_k[*ndk..] / dirty_m[*ndm..] (the counts grow). */
+void gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk, size_t *ndm);
 /* The same for the set's current addresses, visiting only the buffers moved since the
  * bucket last caught up (e->synced_gen) when the move log still holds them; then
  * e->synced_gen = set->gen. */
-size_t gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm);
-/* Sets param 0 (num_reqs) of the metadata nodes; marks them dirty. */
+void gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm);
+/* Sets parameter CGRT__META_NUM_REQS of the metadata nodes; marks them dirty. */
 void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk);
 /* Issues the node updates for dirty nodes (and clears them). */
 cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm);
@@ -308,15 +346,6 @@ cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm)
 void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm);
 
 /* checked.c: checked replay (options.checked_replay). */
-/* Reads the runtime's buffer registry into set->rt_ranges / set->nrt (grows the scratch). */
-cgrt_status gx_ranges_refresh(cgrt_graphs *set);
-/* Identity of the known range holding v for the parameter index (registry ranges first,
- * then declared ranges; 0 for the set's own memory or nothing). */
-uint64_t gx_range_key(const cgrt_graphs *set, CUdeviceptr v);
-/* cur_key[b] when the driver failed to say which allocation holds current[b]. */
-#define GX_KEY_UNKNOWN UINT64_MAX
-/* Records cur_key[b] for the address current[b] now has (driver calls). */
-void gx_key_buffer(cgrt_graphs *set, size_t b);
 /* Before anything is patched or launched: every buffer e points into (e NULL: every
  * buffer) is still the allocation it was when its address became current, and every
  * copy-in binding of this step lies inside a live allocation. CGRT_ERROR_STALE_POINTER
@@ -328,16 +357,6 @@ cgrt_status gx_check_buffers(cgrt_graphs *set, const gx_exec *e);
  * identity it had at index time. CGRT_ERROR_DRIVER when a driver call it needed failed. */
 cgrt_status gx_check_pointers(cgrt_graphs *set, gx_exec *e);
 cgrt_status gx_check_after(cgrt_graphs *set);
-
-/* while.c */
-/* Builds the WHILE draft graph of e with the current addresses: head kernels (prepare,
- * while_begin), the conditional WHILE node, and its body captured with
- * cuStreamBeginCaptureToGraph (the host's step, then advance_while). Returns the graph
- * and its body. CGRT_ERROR_NOT_SUPPORTED when the driver lacks conditional nodes (the
- * message names the call); CGRT_ERROR_CAPTURE_FAILED otherwise. */
-cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
-/* Checked replay, after launch (stream synchronized): the loop's step counter is 0. */
-cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e);
 
 /* device_patch.c */
 /* Launches the patch node (nothing to patch yet) at the head of a capture. */
@@ -364,8 +383,46 @@ cgrt_status gx_dpatch_reserve(cgrt_graphs *set, gx_exec *e, unsigned launches);
 void gx_dpatch_launched(gx_exec *e);
 void gx_dpatch_free(cgrt_graphs *set, gx_exec *e);
 
-/* replay.c */
-cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out);
+/* while.c */
+/* Builds the WHILE draft graph of e with the current addresses: head kernels (prepare,
+ * while_begin), the conditional WHILE node, and its body captured with
+ * cuStreamBeginCaptureToGraph (the host's step, then advance_while). Returns the graph
+ * and its body. CGRT_ERROR_NOT_SUPPORTED when the driver lacks conditional nodes (the
+ * message names the call); CGRT_ERROR_CAPTURE_FAILED otherwise. */
+cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
+/* Checked replay, after launch (stream synchronized): the loop's step counter is 0. */
+cgrt_status gx_while_check_state(cgrt_graphs *set, const gx_exec *e);
+
+/* capture.c */
+/* Captures e: front (this thread: warm-up runs, stream capture of the host's callback;
+ * leaves e->graph, e->body and e->capture_s) then back (index, device-patch marks,
+ * instantiate, upload on `upload` and wait, device patch table; e->captured). back only
+ * makes driver calls on e's own objects and `upload`, never on the capture stream, and
+ * calls no host callback: it may run on another thread while front captures the next
+ * bucket (capture_pipeline.c). Each returns the bucket's status with e released on
+ * failure. */
+cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup);
+cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload);
+/* Captures e's graph with the current addresses; *body: the WHILE body (else NULL). */
+cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body);
+cgrt_status gx_run_eager(cgrt_graphs *set, CUstream stream, const cgrt_batch_desc *d, int meta_reqs,
+                         const CUdeviceptr *addr);
+void gx_exec_release(cgrt_graphs *set, gx_exec *e);
+
+/* capture_pipeline.c: captures the buckets todo[0..n) in order, with warmup_runs eager
+ * runs before each (options.warmup_once: before the first only). Unless
+ * options.serial_capture, the back half of bucket i runs on a worker thread while this
+ * thread captures bucket i + 1. status[i] is each bucket's status; msg[i] (1024 bytes
+ * each) its cgrt_last_error() on failure. Without a worker thread (or its stream) the
+ * buckets are captured in turn. set->mu held. */
+void gx_capture_buckets(cgrt_graphs *set, gx_exec **todo, size_t n, cgrt_status *status, char *msg);
+
+/* replay.c: the step and the draft loop (cgrt_graphs_step, cgrt_graphs_draft). */
+/* Patches e for the current addresses and num_reqs, then launches it (lock held). */
+cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs);
+
+/* graphs.c: the set's lifetime, the capture of all buckets, queries (public entry points
+ * only: nothing calls into it). */
 
 #ifdef __cplusplus
 }

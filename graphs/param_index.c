@@ -13,18 +13,6 @@
 
 #define GX_MAX_PARAMS 1024
 
-int gx_find_buffer(const cgrt_graphs *set, const CUdeviceptr *addr, CUdeviceptr v) {
-  for (size_t b = 0; b < set->nbuf; b++)
-    if (v >= addr[b] && v - addr[b] < set->cur_bytes[b]) return (int)b;
-  return -1;
-}
-
-static int in_host_ranges(const cgrt_graphs *set, CUdeviceptr v) {
-  for (size_t i = 0; i < set->nranges; i++)
-    if (v >= set->ranges[i].base && v - set->ranges[i].base < set->ranges[i].bytes) return 1;
-  return 0;
-}
-
 /* A value that looks like a device address: 8-byte aligned, above 4 GiB, below 2^48. */
 static int looks_like_pointer(uint64_t v) {
   return v >= (1ull << 32) && v < (1ull << 48) && (v & 7u) == 0;
@@ -108,7 +96,8 @@ static uint8_t classify(const index_ctx *c, CUdeviceptr v, int whole, int *buf, 
   *buf = lookup(c, v);
   if (*buf >= 0) return GX_PTR_BUFFER;
   if (!set->o.checked_replay) return GX_PTR_NONE;
-  if (cgrt__ranges_find(set->rt_ranges, set->nrt, v) >= 0 || in_host_ranges(set, v) || gx_set_owned(set, v)) {
+  if (cgrt__ranges_find(set->rt_ranges, set->nrt, v) >= 0 || gx_find_declared(set, v) >= 0 ||
+      gx_set_owned(set, v)) {
     *key = gx_range_key(set, v);
     return GX_PTR_KNOWN;
   }
@@ -263,10 +252,7 @@ static cgrt_status index_kernel(index_ctx *c, CUgraphNode node, gx_knode *k, uin
   }
   k->p.kernelParams = k->argv;
   k->p.extra = NULL;
-  if (set->f_prepare != NULL && (k->p.func == set->f_prepare || k->p.func == set->f_advance ||
-                                 (set->f_while_begin != NULL && k->p.func == set->f_while_begin))) {
-    e->meta_k[e->nmeta++] = kidx;
-  }
+  if (gx_meta_takes_reqs(set, k->p.func)) e->meta_k[e->nmeta++] = kidx;
   return CGRT_SUCCESS;
 }
 
@@ -418,9 +404,7 @@ static void mark_m(gx_exec *e, uint32_t m, size_t *ndm) {
 }
 
 /* Points the sites of buffer b at address a (it differs from e->applied[b]). */
-static size_t apply_buffer(cgrt_graphs *set, gx_exec *e, size_t b, CUdeviceptr a, size_t *ndk,
-                           size_t *ndm) {
-  size_t changed = 0;
+static void apply_buffer(cgrt_graphs *set, gx_exec *e, size_t b, CUdeviceptr a, size_t *ndk, size_t *ndm) {
   e->applied[b] = a;
   if (e->site_start[b + 1] > e->site_start[b] && e->nmoved < set->nbuf) e->moved[e->nmoved++] = (uint32_t)b;
   for (uint32_t i = e->site_start[b]; i < e->site_start[b + 1]; i++) {
@@ -446,38 +430,32 @@ static size_t apply_buffer(cgrt_graphs *set, gx_exec *e, size_t b, CUdeviceptr a
         mark_m(e, s->node, ndm);
         break;
     }
-    changed++;
   }
-  return changed;
 }
 
-size_t gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk,
-                      size_t *ndm) {
-  size_t changed = 0;
+void gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_t *ndk, size_t *ndm) {
   for (size_t b = 0; b < set->nbuf; b++)
-    if (addr[b] != e->applied[b]) changed += apply_buffer(set, e, b, addr[b], ndk, ndm);
-  return changed;
+    if (addr[b] != e->applied[b]) apply_buffer(set, e, b, addr[b], ndk, ndm);
 }
 
-size_t gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm) {
-  size_t changed = 0;
+void gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm) {
   const uint64_t behind = set->gen - e->synced_gen;
   if (set->move_log != NULL && e->synced_gen <= set->gen && behind <= GX_MOVE_LOG) {
     for (uint64_t g = e->synced_gen + 1; g <= set->gen; g++) {
       const uint32_t b = set->move_log[g % GX_MOVE_LOG];
-      if (set->current[b] != e->applied[b]) changed += apply_buffer(set, e, b, set->current[b], ndk, ndm);
+      if (set->current[b] != e->applied[b]) apply_buffer(set, e, b, set->current[b], ndk, ndm);
     }
   } else {
-    changed = gx_index_apply(set, e, set->current, ndk, ndm);
+    gx_index_apply(set, e, set->current, ndk, ndm);
   }
   e->synced_gen = set->gen;
-  return changed;
 }
 
 void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk) {
   for (size_t i = 0; i < e->nmeta; i++) {
     gx_knode *k = &e->knodes[e->meta_k[i]];
-    memcpy(k->args + k->offsets[0], &reqs, sizeof(int));
+    _Static_assert(sizeof reqs == CGRT__META_NUM_REQS_BYTES, "num_reqs is an int");
+    memcpy(k->args + k->offsets[CGRT__META_NUM_REQS], &reqs, sizeof reqs);
     mark_k(e, e->meta_k[i], ndk);
   }
   e->last_reqs = reqs;

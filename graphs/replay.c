@@ -97,7 +97,6 @@ static cgrt_status copy_bindings(cgrt_graphs *set, int out) {
   return CGRT_SUCCESS;
 }
 
-/* Patches e for the current addresses and num_reqs, then launches it (lock held). */
 /* The driver refused a node update inside a WHILE body: from now on this bucket is
  * re-captured and re-instantiated whenever one of its buffers moves. */
 static cgrt_status while_refused(cgrt_graphs *set, gx_exec *e) {
@@ -112,10 +111,9 @@ static cgrt_status while_refused(cgrt_graphs *set, gx_exec *e) {
   return exec_update(set, e);
 }
 
-cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs, int *moved_out) {
+cgrt_status gx_replay(cgrt_graphs *set, gx_exec *e, int num_reqs) {
   cgrt_status st;
   size_t ndk, ndm;
-  int moved = 0;
   if (set->o.checked_replay) { /* before anything is re-captured, patched or launched */
     st = gx_check_buffers(set, e);
     if (st != CGRT_SUCCESS) return st;
@@ -126,18 +124,16 @@ retry:
     case CGRT_REPLAY_POINTER_UPDATE:
       if (e->body_patch_refused) {
         if (buffers_moved(set, e)) {
-          moved = 1;
           st = exec_update(set, e);
           if (st != CGRT_SUCCESS) return st;
         }
         e->synced_gen = set->gen;
       } else if (e->synced_gen != set->gen) { /* O(1) when nothing moved since this bucket's last step */
-        moved = gx_index_catch_up(set, e, &ndk, &ndm) > 0;
+        gx_index_catch_up(set, e, &ndk, &ndm);
       }
       break;
     case CGRT_REPLAY_EXEC_UPDATE:
       if (buffers_moved(set, e)) {
-        moved = 1;
         st = exec_update(set, e);
         if (st != CGRT_SUCCESS) return st;
       }
@@ -162,7 +158,6 @@ retry:
           (set->flush_cu == CUDA_ERROR_NOT_SUPPORTED || set->flush_cu == CUDA_ERROR_INVALID_VALUE)) {
         st = while_refused(set, e);
         if (st != CGRT_SUCCESS) return st;
-        moved = 1;
         goto retry;
       }
       poison_applied(set, e);
@@ -194,7 +189,6 @@ retry:
     if (st == CGRT_SUCCESS && e->is_while) st = gx_while_check_state(set, e);
     if (st != CGRT_SUCCESS) return st;
   }
-  *moved_out = moved;
   return CGRT_SUCCESS;
 }
 
@@ -230,7 +224,8 @@ static cgrt_status apply_bindings(cgrt_graphs *set, const cgrt_binding *bindings
         set->move_log[set->gen % GX_MOVE_LOG] = (uint32_t)bd->buffer;
       }
       set->current[bd->buffer] = bd->ptr;
-      if (set->o.checked_replay) gx_key_buffer(set, (size_t)bd->buffer); /* this allocation, from now on */
+      if (set->o.checked_replay) /* this allocation, from now on (a failure: asked again when checked) */
+        (void)gx_key_buffer(set, (size_t)bd->buffer);
     }
   }
   return CGRT_SUCCESS;
@@ -285,8 +280,7 @@ cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_req
   if (st == CGRT_SUCCESS) {
     uint32_t idx = set->lut[gx_lut_of(mode)][num_reqs];
     if (idx != 0) {
-      int patched = 0;
-      st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+      st = gx_replay(set, &set->execs[idx - 1], num_reqs);
     } else if (set->o.fail_past_largest) {
       st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_step: %d %s requests exceed every captured bucket",
                       num_reqs, gx_step_mode_name(mode));
@@ -332,7 +326,7 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
                       set->o.dcp_world_size);
       goto out;
     }
-    uint32_t idx = set->lut[CGRT_GRAPH_DECODE][num_reqs];
+    uint32_t idx = set->lut[GX_LUT_DECODE][num_reqs];
     cgrt_batch_desc d;
     memset(&d, 0, sizeof(d));
     d.mode = CGRT_GRAPH_DECODE;
@@ -352,8 +346,7 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
         }
       }
       if (idx) {
-        int patched = 0;
-        st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+        st = gx_replay(set, &set->execs[idx - 1], num_reqs);
       } else if (set->o.fail_past_largest) {
         st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_draft: %d requests exceed every bucket", num_reqs);
       } else {
@@ -362,16 +355,15 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
       }
     }
   } else {
-    uint32_t idx = set->lut[3][num_reqs]; /* the WHILE loop when captured, else unrolled */
+    uint32_t idx = set->lut[GX_LUT_DRAFT_WHILE][num_reqs]; /* the WHILE loop when captured, else unrolled */
     int is_while = idx != 0;
-    if (idx == 0) idx = set->lut[2][num_reqs];
+    if (idx == 0) idx = set->lut[GX_LUT_DRAFT][num_reqs];
     if (idx == 0) {
       st = cgrt__fail(CGRT_ERROR_NO_BUCKET, "cgrt_graphs_draft: no draft loop captured for %d requests",
                       num_reqs);
       goto out;
     }
-    int patched = 0;
-    st = gx_replay(set, &set->execs[idx - 1], num_reqs, &patched);
+    st = gx_replay(set, &set->execs[idx - 1], num_reqs);
     if (st == CGRT_SUCCESS && is_while) set->st.draft_while_loops++;
   }
   if (st == CGRT_SUCCESS) {

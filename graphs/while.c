@@ -17,8 +17,6 @@
 
 #define GX_WHILE_THREADS 256
 
-static CUdeviceptr maddr(const CUdeviceptr *addr, int id) { return id >= 0 ? addr[id] : 0; }
-
 static int unsupported(CUresult r) { return r == CUDA_ERROR_NOT_SUPPORTED; }
 
 static cgrt_status fail_build(CUresult r, const char *call, const char *what) {
@@ -31,7 +29,6 @@ static cgrt_status fail_build(CUresult r, const char *call, const char *what) {
 static cgrt_status capture_body(cgrt_graphs *set, gx_exec *e, CUgraph body,
                                 CUgraphConditionalHandle h) {
   const cgrt__driver *drv = set->drv;
-  const cgrt_graph_meta *m = &set->o.meta;
   CUstream s = set->cap_stream;
   cgrt_batch_desc d;
   gx_fill_desc(set, e, set->current, &d);
@@ -45,15 +42,10 @@ static cgrt_status capture_body(cgrt_graphs *set, gx_exec *e, CUgraph body,
   }
   cgrt_status st = gx_call_enqueue(set, s, &d);
   if (st == CGRT_SUCCESS) {
-    int a_rows = e->rows, a_steps = set->o.draft_steps, a_max = set->o.max_model_len,
-        a_bs = m->block_size, a_mb = m->max_blocks_per_seq;
-    CUdeviceptr p[6] = {maddr(set->current, m->block_table),    maddr(set->current, m->seq_lens),
-                        maddr(set->current, m->positions),      maddr(set->current, m->slot_mapping),
-                        maddr(set->current, m->draft_remaining), set->while_state};
-    unsigned long long hv = (unsigned long long)h;
-    void *args[12] = {&a_rows, &a_steps, &a_max, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &hv};
+    gx_meta_args a;
+    gx_meta_advance_while(set, set->current, e->rows, (uint64_t)h, &a);
     st = CGRT__CU(drv, cuLaunchKernel,
-                  (set->f_advance_while, 1, 1, 1, GX_WHILE_THREADS, 1, 1, 0, s, args, NULL),
+                  (set->f_advance_while, 1, 1, 1, GX_WHILE_THREADS, 1, 1, 0, s, a.args, NULL),
                   CGRT_ERROR_CAPTURE_FAILED, "graph set: launching the WHILE metadata advance kernel");
   }
   CUgraph ended = NULL; /* the body itself: owned by its node */
@@ -70,7 +62,6 @@ static cgrt_status capture_body(cgrt_graphs *set, gx_exec *e, CUgraph body,
 
 cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *body_out) {
   const cgrt__driver *drv = set->drv;
-  const cgrt_graph_meta *m = &set->o.meta;
   *out = NULL;
   *body_out = NULL;
   if (drv->cuGraphConditionalHandleCreate == NULL || drv->cuGraphAddNode == NULL ||
@@ -94,32 +85,27 @@ cgrt_status gx_while_build(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph *
   }
   /* Head: the metadata kernels, captured with num_reqs 0 (all rows inert); steps patch it. */
   {
-    int a_reqs = 0, a_rows = e->rows, a_k = 1, a_bs = m->block_size, a_mb = m->max_blocks_per_seq;
-    const CUdeviceptr *a = set->current;
-    CUdeviceptr p[6] = {maddr(a, m->req_seq_lens), maddr(a, m->req_positions), maddr(a, m->block_table),
-                        maddr(a, m->seq_lens),     maddr(a, m->positions),     maddr(a, m->slot_mapping)};
-    void *args[11] = {&a_reqs, &a_rows, &a_k, &a_bs, &a_mb, &p[0], &p[1], &p[2], &p[3], &p[4], &p[5]};
+    gx_meta_args prep_args, begin_args;
+    gx_meta_prepare(set, set->current, 0, e->rows, 1, &prep_args);
     CUDA_KERNEL_NODE_PARAMS kp;
     memset(&kp, 0, sizeof(kp));
     kp.func = set->f_prepare;
-    kp.gridDimX = (unsigned)((e->rows + 255) / 256);
+    kp.gridDimX = gx_meta_grid(e->rows);
     kp.gridDimY = kp.gridDimZ = 1;
-    kp.blockDimX = 256;
+    kp.blockDimX = GX_META_THREADS;
     kp.blockDimY = kp.blockDimZ = 1;
-    kp.kernelParams = args;
+    kp.kernelParams = prep_args.args;
     CUgraphNode prep = NULL, begin = NULL, cn = NULL;
     r = drv->cuGraphAddKernelNode(&prep, g, NULL, 0, &kp);
     if (r != CUDA_SUCCESS) {
       st = fail_build(r, "cuGraphAddKernelNode", "adding the metadata kernel of a WHILE draft loop");
       goto fail;
     }
-    CUdeviceptr q[3] = {maddr(a, m->req_seq_lens), maddr(a, m->draft_remaining), set->while_state};
-    unsigned long long hv = (unsigned long long)h;
-    void *bargs[5] = {&a_reqs, &q[0], &q[1], &q[2], &hv};
+    gx_meta_while_begin(set, set->current, 0, (uint64_t)h, &begin_args);
     kp.func = set->f_while_begin;
     kp.gridDimX = 1;
     kp.blockDimX = GX_WHILE_THREADS;
-    kp.kernelParams = bargs;
+    kp.kernelParams = begin_args.args;
     r = drv->cuGraphAddKernelNode(&begin, g, &prep, 1, &kp);
     if (r != CUDA_SUCCESS) {
       st = fail_build(r, "cuGraphAddKernelNode", "adding the WHILE begin kernel");

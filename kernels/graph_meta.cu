@@ -1,5 +1,11 @@
 // Metadata kernels captured by cgrt's graph sets (graphs/). Reference: graph_meta_ref.c.
 //
+// Parameter contract (kernels/graph_meta.h, checked at the end of this file): the
+// parameters are in the order of the lists there. num_reqs is parameter 0
+// (CGRT__META_NUM_REQS) of prepare, advance and while_begin: a step patches it in the
+// captured nodes. advance_while reads num_reqs from state[1] instead. The conditional
+// handle is the last parameter of the WHILE kernels: a value, never a pointer.
+//
 // cgrt_graph_meta_prepare: per-request metadata -> per-row metadata, and inert padding.
 //   Row i < num_reqs * block_len belongs to request r = i / block_len, j = i % block_len:
 //     seq_lens[i] = req_seq_lens[r]            (non-causal block: the full context)
@@ -24,6 +30,11 @@
 //   on the seq_lens before advancing), advance every row like cgrt_graph_meta_advance,
 //   state[0] = it and condition 1; else advance nothing, state[0] = 0 and condition 0.
 #include <stdint.h>
+
+#include <cstddef>
+#include <tuple>
+
+#include "kernels/graph_meta.h"
 
 __device__ __forceinline__ long long cgrt__slot(const int *block_table, int r, int max_blocks,
                                                 int block_size, long long pos) {
@@ -118,3 +129,33 @@ extern "C" __global__ void cgrt_graph_meta_advance_while(int padded_rows, int st
     cudaGraphSetConditional((cudaGraphConditionalHandle)handle, any ? 1u : 0u);
   }
 }
+
+// The signatures above against the lists of kernels/graph_meta.h: as many parameters,
+// each of the listed size.
+template <typename F>
+struct cgrt__meta_sig;
+template <typename... A>
+struct cgrt__meta_sig<void(A...)> {
+  static constexpr size_t count = sizeof...(A);
+  template <size_t i>
+  static constexpr size_t bytes() {
+    return sizeof(typename std::tuple_element<i, std::tuple<A...>>::type);
+  }
+};
+template <typename F, size_t... i>
+constexpr bool cgrt__meta_sizes_are(std::index_sequence<i...>, const size_t (&want)[sizeof...(i)]) {
+  bool ok = true;
+  ((ok = ok && cgrt__meta_sig<F>::template bytes<i>() == want[i]), ...);
+  return ok;
+}
+#define CGRT__META_CHECK(kernel, LIST, n)                                                             \
+  static_assert(cgrt__meta_sig<decltype(kernel)>::count == (n), #kernel ": parameter count");         \
+  static_assert(cgrt__meta_sizes_are<decltype(kernel)>(std::make_index_sequence<(n)>(),               \
+                                                       {LIST(CGRT__META_BYTES)}),                   \
+                #kernel ": parameter sizes")
+CGRT__META_CHECK(cgrt_graph_meta_prepare, CGRT__META_PREPARE_PARAMS, CGRT__META_PREPARE_NPARAMS);
+CGRT__META_CHECK(cgrt_graph_meta_advance, CGRT__META_ADVANCE_PARAMS, CGRT__META_ADVANCE_NPARAMS);
+CGRT__META_CHECK(cgrt_graph_meta_while_begin, CGRT__META_WHILE_BEGIN_PARAMS, CGRT__META_WHILE_BEGIN_NPARAMS);
+CGRT__META_CHECK(cgrt_graph_meta_advance_while, CGRT__META_ADVANCE_WHILE_PARAMS,
+                 CGRT__META_ADVANCE_WHILE_NPARAMS);
+#undef CGRT__META_CHECK
