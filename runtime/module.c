@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cgrt/cgrt_module.h"
-#include "kernels/registry.h"
 #include "runtime/handles.h"
+#include "runtime/ref_registry.h"
 #include "runtime/runtime_internal.h"
 
 _Static_assert(sizeof(cgrt_emulated_launch) == sizeof(cgrt__ref_launch), "launch layout");

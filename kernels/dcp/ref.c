@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/dcp/bf16.h"
 #include "kernels/dcp/kernel_table.h"
 #include "kernels/ref_tables.h"
+#include "runtime/bf16.h"
 
 #define bf2f cgrt__bf16_to_f32
 #define f2bf cgrt__f32_to_bf16

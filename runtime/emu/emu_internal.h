@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/registry.h"
 #include "runtime/driver.h"
 #include "runtime/emu/emu.h"
+#include "runtime/ref_registry.h"
 
 #define EMU_TOTAL_MEM ((size_t)16 << 30)
 #define EMU_ALIGN 256u

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/dcp/bf16.h"
+#include "runtime/bf16.h"
 #include "runtime/emu/emu_internal.h"
 #include "runtime/nccl.h"
 

@@ -1,7 +1,8 @@
 /* bf16 <-> fp32 on the host, as the GPU converts: round to nearest even, NaN kept NaN.
- * For the C references of kernels/dcp/ and the emulated NCCL's bf16 reductions. */
-#ifndef CGRT_KERNELS_DCP_BF16_H
-#define CGRT_KERNELS_DCP_BF16_H
+ * For the emulated NCCL's bf16 reductions (runtime/emu/emu_nccl.c) and the C references
+ * of kernels/dcp/ (in runtime/, below both: runtime/ includes nothing of kernels/). */
+#ifndef CGRT_RUNTIME_BF16_H
+#define CGRT_RUNTIME_BF16_H
 
 #include <stdint.h>
 #include <string.h>
