@@ -206,13 +206,9 @@ const cgrt__driver *cgrt__driver_emulated(void);
 
 /* The fault-injection wrapper around `base` (runtime/driver_fault.c): the same table for
  * the same base every time, never changed once made (thread-safe with calls through
- * wrappers of other bases). NULL when four other bases are wrapped already. */
+ * wrappers of other bases). NULL when CGRT__FAULT_SLOTS (4) other bases are wrapped
+ * already (runtime/fault_slots.h). */
 const cgrt__driver *cgrt__driver_fault(const cgrt__driver *base);
-
-/* The plan of cgrt_fault_set, for the driver's and NCCL's wrappers: counts a call to
- * `symbol` and returns 1 when the plan fails it, with *result the plan's result (0 when
- * the plan gives none; each wrapper picks its default). Thread-safe. */
-int cgrt__fault_check(const char *symbol, int *result);
 
 /* Name of a CUresult that never fails ("CUDA_ERROR_OUT_OF_MEMORY"); also for codes the
  * driver does not know. */

@@ -148,8 +148,8 @@ const cgrt__nccl *cgrt__nccl_emulated(void);
 /* The fault-injection wrapper around base (runtime/nccl_fault.c): counts the calls and
  * fails the one the plan of cgrt_fault_set chooses (plan.symbol may name an NCCL entry
  * point; plan.result is then the ncclResult_t, 0 meaning ncclInternalError).
- * ncclGetErrorString and ncclGetVersion are never counted. NULL when four other bases
- * are wrapped already. */
+ * ncclGetErrorString and ncclGetVersion are never counted. NULL when CGRT__FAULT_SLOTS
+ * (4) other bases are wrapped already (runtime/fault_slots.h). */
 const cgrt__nccl *cgrt__nccl_fault(const cgrt__nccl *base);
 
 /* "ncclSystemError" etc.; "ncclResult(N)" kept in a static table for other values. */
