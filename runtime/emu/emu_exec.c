@@ -182,10 +182,11 @@ static CUresult run_kernel(const struct CUgraphNode_st *n) {
   unsigned grid[3], block[3], shmem = k->shmem;
   memcpy(grid, k->grid, sizeof(grid));
   memcpy(block, k->block, sizeof(block));
+  CUresult r = cgrt__emu_params_check(ref, buf, offs);
   cgrt__emu_unlock();
-  cgrt__emu_kernel_run(ref, grid, block, shmem, buf, offs);
+  if (r == CUDA_SUCCESS) r = cgrt__emu_kernel_run(ref, grid, block, shmem, buf, offs);
   if (mem != stackbuf) free(mem);
-  return CUDA_SUCCESS;
+  return r;
 }
 
 static CUresult run_memcpy(const struct CUgraphNode_st *n) {
