@@ -67,6 +67,8 @@ typedef struct emu_arena {
   unsigned char *state;
 } emu_arena;
 extern emu_arena cgrt__emu_arena; /* state bytes guarded by the lock */
+/* Advances at every free of device or pinned memory (starts at 1). Lock held. */
+extern uint64_t cgrt__emu_free_gen;
 
 /* 1 when p points into a granule of the arena whose allocation was freed (and that no
  * live allocation took again). Lock held. */
@@ -104,6 +106,9 @@ typedef struct emu_kernel {
   CUlaunchAttribute *attrs;
   unsigned nattrs;
   int dev_updatable; /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set on the node */
+  /* cgrt__emu_free_gen when buf last passed cgrt__emu_params_check (0: not since it was
+   * written); an exec's node skips the check while no memory was freed since. */
+  uint64_t checked_gen;
 } emu_kernel;
 
 /* Validates f (live), dimensions and shared memory. Lock held. */

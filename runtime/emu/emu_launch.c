@@ -103,6 +103,7 @@ CUresult cgrt__emu_kernel_copy(emu_kernel *dst, const emu_kernel *src) {
     return r;
   }
   memcpy(k.buf, src->buf, src->bufsize);
+  k.checked_gen = 0;
   for (size_t i = 0; i < src->nparams; i++) {
     k.offs[i] = src->offs[i];
     k.ptrs[i] = k.buf + src->offs[i];

@@ -38,6 +38,7 @@ static emu_alloc *g_allocs; /* sorted by base; entries never overlap */
 static size_t g_nallocs, g_capallocs;
 static size_t g_device_bytes;
 emu_arena cgrt__emu_arena;
+uint64_t cgrt__emu_free_gen = 1;
 
 /* Reserves the arena (address space only: MAP_NORESERVE, pages are backed when touched
  * and given back when freed), the largest of a few sizes the system grants. */
@@ -157,6 +158,7 @@ static CUresult free_locked(uintptr_t p, int pinned) {
   if (!pinned) g_device_bytes -= a.charged;
   remove_at(i);
   set_state(p, a.charged, EMU_GRANULE_FREED);
+  cgrt__emu_free_gen++;
   /* Whole pages of the allocation go back to the system (no live neighbour shares them). */
   const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
   if (ps > 0 && (ps & (ps - 1)) == 0) {

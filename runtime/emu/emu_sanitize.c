@@ -13,8 +13,11 @@
 
 static size_t g_faults; /* atomic */
 static _Thread_local char t_fault[256];
-static _Thread_local const char *t_kernel; /* the reference running on this thread */
-static _Thread_local int t_faulted;
+/* The reference running on this thread (references do not launch: no nesting). */
+static _Thread_local struct {
+  const char *kernel;
+  int faulted;
+} t_run;
 
 static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void record(const char *fmt, ...) {
@@ -56,9 +59,9 @@ static size_t view_bytes(const void *p) {
 }
 
 static void view_fault(const void *p, size_t n, const char *what) {
-  if (t_faulted) return;
-  t_faulted = 1;
-  record("%s: %s [0x%" PRIxPTR ", +%zu) lies outside every live allocation", t_kernel ? t_kernel : "?",
+  if (t_run.faulted) return;
+  t_run.faulted = 1;
+  record("%s: %s [0x%" PRIxPTR ", +%zu) lies outside every live allocation", t_run.kernel ? t_run.kernel : "?",
          what ? what : "access", (uintptr_t)p, n);
 }
 
@@ -71,15 +74,11 @@ CUresult cgrt__emu_kernel_run(const cgrt__ref_kernel *ref, const unsigned grid[3
   memcpy(l.grid, grid, sizeof(l.grid));
   memcpy(l.block, block, sizeof(l.block));
   l.shared_bytes = shmem;
-  const char *prev_kernel = t_kernel;
-  const int prev_faulted = t_faulted;
-  t_kernel = ref->name;
-  t_faulted = 0;
-  const cgrt__emu_view_ctx *prev = cgrt__emu_view_set(&g_ctx);
+  t_run.kernel = ref->name;
+  t_run.faulted = 0;
+  cgrt__emu_view_set(&g_ctx);
   ref->fn(&l, buf, offs);
-  cgrt__emu_view_set(prev);
-  const int faulted = t_faulted;
-  t_kernel = prev_kernel;
-  t_faulted = prev_faulted;
+  cgrt__emu_view_set(NULL);
+  const int faulted = t_run.faulted;
   return faulted ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
 }
