@@ -10,15 +10,19 @@ checked replay. On a GPU the rest of PyTorch's device memory that torch's kernel
 segment by segment of PyTorch's caching allocator less the ranges registered on their
 own (Backend.register_torch_segments): without it checked replay refuses the first
 torch kernel that reads a weight. A checked step runs. Then the engine drops the KV cache of layer 0: it
-unregisters it, frees it and allocates a tensor of the same size, which PyTorch's
-caching allocator serves from the freed block (the same addresses, as in an engine). The
+unregisters it, frees it and allocates tensors of the same size until one is served from
+the freed block (the same addresses, as in an engine; PyTorch's caching allocator hands it
+out at once; at most 16 allocations, else the case FAILS: it cannot be made). The
 next step must fail with CGRT_ERROR_STALE_POINTER and launch nothing: the output buffer
 keeps a sentinel, the set's replay count does not move. Where libcgrt has
 cgrt_mem_register (device memory API), a second case frees the cache of layer 1 WITHOUT
 unregistering it and returns its memory to the driver (torch.cuda.empty_cache()) before
-allocating a tensor of the same size: the driver's buffer id of the reused address
-differs from the registered one, which checked replay must also refuse (GPU only: the
-emulation reports no buffer ids for host memory).
+allocating tensors of the same size until the driver hands the freed address out again
+(at most 16, else the case FAILS): the driver's buffer id of the reused address differs
+from the registered one, which checked replay must also refuse (GPU only: the emulation
+reports no buffer ids for host memory). On the emulation the host's allocator places the
+CPU tensors and may never serve the freed address again: the first case then says so and
+checks the refusal of the unregistered range alone.
 
 In the first case the freed memory stays mapped (the caching allocator keeps it), so a
 step that is wrongly not refused writes into the new tensor instead of faulting: the
@@ -117,6 +121,33 @@ def _drop_cache(eng, layer, unregister, to_driver):
     return base, size
 
 
+REUSE_TRIES = 16
+
+
+def _reallocate_at(base, size, device):
+    """Allocates tensors of `size` bytes until one starts at `base` (the freed address
+    handed out again), holding the misses meanwhile so that they do not come back; at most
+    REUSE_TRIES. Returns (the tensor at base or None, allocations made)."""
+    misses = []
+    for i in range(REUSE_TRIES):
+        t = torch.empty(size, dtype=torch.uint8, device=device)
+        if t.data_ptr() == base:
+            del misses
+            return t, i + 1
+        misses.append(t)
+    del misses
+    return None, REUSE_TRIES
+
+
+def _never_reused(what, base, size):
+    """The result of a case that could not be made: the freed address never came back."""
+    msg = (f"the freed address 0x{base:x} was never handed out again in {REUSE_TRIES} allocations of {size} "
+           f"bytes: the case tests a reused address and cannot be made")
+    say(f"{what}: {msg}: FAILED")
+    return {"case": what, "status": "address never reused", "message": msg, "outputs_untouched": None,
+            "replays_added": None, "same_address": False, "ok": False}
+
+
 def cache_pages(cfg, at_least):
     """Pages such that a cache ([pages + 1, page, 576] bf16) is a whole number of 2 MiB and
     at least 16 MiB: PyTorch's allocator then gives it a segment of its own, which
@@ -150,23 +181,41 @@ def run(be, cfg, n=3, ctx=100):
     say(f"checked step with every range live: OK ({eng.decode_set.stats()['replays']} replays)")
     results = []
 
+    what = "freed and unregistered"
     base, size = _drop_cache(eng, 0, unregister=True, to_driver=False)
-    stage("allocating a tensor of the freed size")
-    filler = torch.empty(size, dtype=torch.uint8, device=be.device)
-    say(f"layer-0 KV cache unregistered and freed; a new {size}-byte tensor got "
-        f"{'the same' if filler.data_ptr() == base else 'another'} address")
-    results.append(_refused(eng, inputs, n, "freed and unregistered"))
+    stage("allocating tensors of the freed size until the freed address comes back")
+    filler, tries = _reallocate_at(base, size, be.device)
+    if filler is not None:
+        say(f"layer-0 KV cache unregistered and freed; a new {size}-byte tensor got the same address "
+            f"(allocation {tries})")
+        r = _refused(eng, inputs, n, what)
+        r["same_address"] = True
+    elif be.emulated:
+        # The host's allocator places CPU tensors (glibc may serve the size elsewhere): the
+        # refusal does not depend on the address (the range is unregistered); said so.
+        filler = torch.empty(size, dtype=torch.uint8, device=be.device)
+        say(f"layer-0 KV cache unregistered and freed; the emulation's host allocator did not hand its address "
+            f"out again in {REUSE_TRIES} allocations: the case checks the refusal of the unregistered range only")
+        r = _refused(eng, inputs, n, what)
+        r["same_address"] = False
+    else:
+        # PyTorch's caching allocator keeps the freed block: it must come back.
+        r = _never_reused(what, base, size)
+    results.append(r)
 
     if be.has_mem_register and not be.emulated and cfg.layers > 1:
+        what1 = "freed, reallocated, still registered"
         base1, size1 = _drop_cache(eng, 1, unregister=False, to_driver=True)
-        stage("allocating a tensor of the freed size (layer 1)")
-        filler1 = torch.empty(size1, dtype=torch.uint8, device=be.device)
-        same = filler1.data_ptr() == base1
-        say(f"layer-1 KV cache freed without unregistering, its memory returned to the driver; the new tensor got "
-            f"{'the same' if same else 'another'} address")
-        r = _refused(eng, inputs, n, "freed, reallocated, still registered")
-        r["same_address"] = same
-        results.append(r)
+        stage("allocating tensors of the freed size (layer 1) until the freed address comes back")
+        filler1, tries1 = _reallocate_at(base1, size1, be.device)
+        if filler1 is None:
+            results.append(_never_reused(what1, base1, size1))
+        else:
+            say(f"layer-1 KV cache freed without unregistering, its memory returned to the driver; a new tensor got "
+                f"the same address (allocation {tries1}), under another buffer id")
+            r = _refused(eng, inputs, n, what1)
+            r["same_address"] = True
+            results.append(r)
         del filler1
     del filler
     stage("done")

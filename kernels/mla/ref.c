@@ -5,6 +5,7 @@
  * with counters left at zero. Arithmetic is fp32 with exact exp/log (the kernels use
  * bf16 tensor-core products); outputs are rounded to bf16 with round-to-nearest-even as
  * the kernels do. */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "kernels/mla/kernel_table.h"
 #include "kernels/ref_tables.h"
+#include "runtime/emu/emu_view.h"
 
 static float bf2f(uint16_t v) {
   uint32_t u = (uint32_t)v << 16;
@@ -138,6 +140,12 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
 
   float *kf = NULL, *sc = NULL, *acc = NULL;
   int cap_tok = 0;
+  /* The pages of the KV cache's live allocation (emu_view.h): a block-table entry past
+   * it (or negative) is a fault, not a read. */
+  const size_t page_bytes = (size_t)ps * CGRT_MLA_D * (fp8 ? 1 : 2);
+  const size_t kv_bytes = cgrt__emu_view_bytes(kv);
+  const long long kv_pages =
+      kv_bytes == SIZE_MAX || page_bytes == 0 ? LLONG_MAX : (long long)(kv_bytes / page_bytes);
   for (int g = 0; g < G; g++) {
     const int h_begin = g * hg;
     const int h_end = h_begin + hg < qh ? h_begin + hg : qh;
@@ -182,6 +190,11 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
         for (int i = 0; i < ntok; i++) {
           const int tok = tok_a + i / 64 * stride + i % 64;
           const long long page = btr[tok / ps];
+          if (page < 0 || page >= kv_pages) {
+            cgrt__emu_view_fault((const void *)((uintptr_t)kv + (uintptr_t)(page * (long long)page_bytes)),
+                                 page_bytes, "KV cache page (block table)");
+            goto done;
+          }
           const long long at = (page * ps + tok % ps) * CGRT_MLA_D;
           for (int d = 0; d < CGRT_MLA_D; d++)
             kf[(size_t)i * CGRT_MLA_D + d] = fp8 ? e4m3_to_float(kv8[at + d]) * kv_scale : bf2f(kv[at + d]);

@@ -231,10 +231,25 @@ def test_checked_replay_refuses_a_freed_and_reused_torch_buffer(grt):
     raw = grt.alloc(x.numel() * 4)
     gs.step(1, bind={"x": raw})
     grt.free(raw)
-    again = grt.alloc(x.numel() * 4)  # may reuse the address; its buffer id differs
+    # The case is the reused address (only the buffer id tells): allocate the same size
+    # until the driver hands raw's address out again, holding the misses so that they do
+    # not come back; a bounded number of tries.
+    again, misses = None, []
+    for _ in range(64):
+        p = grt.alloc(x.numel() * 4)
+        if p == raw:
+            again = p
+            break
+        misses.append(p)
+    for p in misses:
+        grt.free(p)
+    if again is None:
+        pytest.fail(f"the driver never handed the freed address 0x{raw:x} out again in 64 allocations "
+                    f"of {x.numel() * 4} bytes: the freed-and-reused case cannot be made")
     before = y.clone()
-    with pytest.raises(cgrt.StalePointerError):
+    with pytest.raises(cgrt.StalePointerError) as refused:
         gs.step(1)
+    assert "reused" in str(refused.value), str(refused.value)  # refused by its buffer id
     torch.cuda.synchronize()
     assert torch.equal(y, before)  # nothing launched
     grt.free(again)

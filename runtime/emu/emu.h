@@ -46,6 +46,14 @@ size_t cgrt__emu_node_dependencies(CUgraphNode node, CUgraphNode *deps, size_t c
  * writes up to `cap` of them and returns how many there are; 0 for other nodes. */
 size_t cgrt__emu_node_launch_attributes(CUgraphNode node, CUlaunchAttribute *attrs, size_t cap);
 
+/* The emulation's sanitizer (docs/emulation.md): launches that failed with
+ * CUDA_ERROR_ILLEGAL_ADDRESS because a pointer parameter pointed into freed device
+ * memory or a reference would have accessed memory outside every live allocation, since
+ * the process started; and the calling thread's last such fault, described (kernel,
+ * parameter or operand, address; "" before the first). Thread-safe. */
+size_t cgrt__emu_faults(void);
+const char *cgrt__emu_last_fault(void);
+
 #ifdef __cplusplus
 }
 #endif

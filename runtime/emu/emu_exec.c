@@ -66,8 +66,10 @@ int cgrt__emu_graph_kernel_node_set_param(uint64_t node, size_t offset, const vo
   if (n == NULL || n->type != CU_GRAPH_NODE_TYPE_KERNEL || !n->u.k.dev_updatable ||
       offset > n->u.k.bufsize || size > n->u.k.bufsize - offset)
     r = CUDA_ERROR_INVALID_VALUE;
-  else
+  if (r == CUDA_SUCCESS) {
     memcpy(n->u.k.buf + offset, value, size);
+    n->u.k.checked_gen = 0; /* checked again before the node runs */
+  }
   cgrt__emu_unlock();
   return (int)r;
 }
@@ -160,10 +162,10 @@ CUresult cgrt__emu_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
 /* ---- launch ---- */
 static CUresult run_graph(struct CUgraphExec_st *e, const struct CUgraph_st *g);
 
-static CUresult run_kernel(const struct CUgraphNode_st *n) {
+static CUresult run_kernel(struct CUgraphNode_st *n) {
   unsigned char stackbuf[1024];
   cgrt__emu_lock();
-  const emu_kernel *k = &n->u.k;
+  emu_kernel *k = &n->u.k;
   if (!cgrt__emu_reg_is(k->func, EMU_K_FUNC)) {
     cgrt__emu_unlock();
     return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded */
@@ -182,10 +184,15 @@ static CUresult run_kernel(const struct CUgraphNode_st *n) {
   unsigned grid[3], block[3], shmem = k->shmem;
   memcpy(grid, k->grid, sizeof(grid));
   memcpy(block, k->block, sizeof(block));
+  CUresult r = CUDA_SUCCESS;
+  if (k->checked_gen != cgrt__emu_free_gen) { /* written, or memory freed, since checked */
+    r = cgrt__emu_params_check(ref, buf, offs);
+    if (r == CUDA_SUCCESS) k->checked_gen = cgrt__emu_free_gen;
+  }
   cgrt__emu_unlock();
-  cgrt__emu_kernel_run(ref, grid, block, shmem, buf, offs);
+  if (r == CUDA_SUCCESS) r = cgrt__emu_kernel_run(ref, grid, block, shmem, buf, offs);
   if (mem != stackbuf) free(mem);
-  return CUDA_SUCCESS;
+  return r;
 }
 
 static CUresult run_memcpy(const struct CUgraphNode_st *n) {
@@ -244,7 +251,7 @@ static CUresult run_conditional(struct CUgraphExec_st *e, const struct CUgraphNo
 
 static CUresult run_graph(struct CUgraphExec_st *e, const struct CUgraph_st *g) {
   for (size_t i = 0; i < g->n; i++) {
-    const struct CUgraphNode_st *n = g->nodes[i];
+    struct CUgraphNode_st *n = g->nodes[i];
     CUresult r = CUDA_SUCCESS;
     switch (n->type) {
       case CU_GRAPH_NODE_TYPE_KERNEL: r = run_kernel(n); break;

@@ -17,6 +17,7 @@
 #define EMU_SHMEM_OPTIN 232448
 #define EMU_DRIVER_VERSION 13000
 #define EMU_WHILE_LIMIT (1u << 24) /* conditional WHILE iterations before giving up */
+#define EMU_ARENA_BYTES ((size_t)32 << 30) /* address space reserved for device + pinned memory */
 
 /* ---- handle registry (emu_core.c) ---- */
 enum {
@@ -52,6 +53,29 @@ enum { EMU_MEM_ANY = 0, EMU_MEM_PINNED = 1 };
 /* 1 when [p, p + n) lies inside one live allocation (EMU_MEM_ANY: device or pinned host;
  * EMU_MEM_PINNED: pinned host only). */
 int cgrt__emu_mem_range_ok(uintptr_t p, size_t n, int want);
+/* Bytes from p to the end of the live allocation (device, pinned or registered host
+ * memory) that contains p; 0 when p is in the arena but in none (freed or never
+ * allocated device memory); SIZE_MAX when p is host memory the emulation does not know. */
+size_t cgrt__emu_mem_bytes_from(uintptr_t p);
+
+/* The arena that device and pinned memory are carved from (emu_memory.c; reserved at
+ * the first allocation, then fixed), with one state byte per EMU_ALIGN granule. */
+enum { EMU_GRANULE_NONE = 0, EMU_GRANULE_LIVE = 1, EMU_GRANULE_FREED = 2 };
+typedef struct emu_arena {
+  uintptr_t base;
+  size_t bytes; /* 0 until reserved */
+  unsigned char *state;
+} emu_arena;
+extern emu_arena cgrt__emu_arena; /* state bytes guarded by the lock */
+/* Advances at every free of device or pinned memory (starts at 1). Lock held. */
+extern uint64_t cgrt__emu_free_gen;
+
+/* 1 when p points into a granule of the arena whose allocation was freed (and that no
+ * live allocation took again). Lock held. */
+static inline int cgrt__emu_mem_freed(uintptr_t p) {
+  const uintptr_t off = p - cgrt__emu_arena.base;
+  return off < cgrt__emu_arena.bytes && cgrt__emu_arena.state[off / EMU_ALIGN] == EMU_GRANULE_FREED;
+}
 
 /* ---- modules and functions (emu_module.c) ---- */
 struct CUfunc_st {
@@ -82,6 +106,9 @@ typedef struct emu_kernel {
   CUlaunchAttribute *attrs;
   unsigned nattrs;
   int dev_updatable; /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set on the node */
+  /* cgrt__emu_free_gen when buf last passed cgrt__emu_params_check (0: not since it was
+   * written); an exec's node skips the check while no memory was freed since. */
+  uint64_t checked_gen;
 } emu_kernel;
 
 /* Validates f (live), dimensions and shared memory. Lock held. */
@@ -93,10 +120,18 @@ CUresult cgrt__emu_kernel_init(emu_kernel *k, CUfunction f, const unsigned grid[
                                void **extra, const CUlaunchAttribute *attrs, unsigned nattrs);
 CUresult cgrt__emu_kernel_copy(emu_kernel *dst, const emu_kernel *src);
 void cgrt__emu_kernel_free(emu_kernel *k);
-/* Runs the reference (no lock held). */
-void cgrt__emu_kernel_run(const cgrt__ref_kernel *ref, const unsigned grid[3],
-                          const unsigned block[3], unsigned shmem, const unsigned char *buf,
-                          const size_t *offs);
+/* ---- the sanitizer (emu_sanitize.c; docs/emulation.md) ---- */
+/* The per-launch pointer check: every pointer-sized word of the parameters (parameters
+ * of 8 bytes or more, at 8-byte aligned offsets) that points into freed device memory
+ * fails the launch before the reference runs: CUDA_ERROR_ILLEGAL_ADDRESS, the fault
+ * recorded (cgrt__emu_last_fault). Lock held. */
+CUresult cgrt__emu_params_check(const cgrt__ref_kernel *ref, const unsigned char *buf,
+                                const size_t *offs);
+/* Runs the reference (no lock held) with the checked views of emu_view.h installed:
+ * CUDA_ERROR_ILLEGAL_ADDRESS when it reported a fault (cgrt__emu_view_fault). */
+CUresult cgrt__emu_kernel_run(const cgrt__ref_kernel *ref, const unsigned grid[3],
+                              const unsigned block[3], unsigned shmem, const unsigned char *buf,
+                              const size_t *offs);
 
 /* ---- graphs (emu_graph.c) ---- */
 typedef struct emu_cond {

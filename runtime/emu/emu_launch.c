@@ -103,6 +103,7 @@ CUresult cgrt__emu_kernel_copy(emu_kernel *dst, const emu_kernel *src) {
     return r;
   }
   memcpy(k.buf, src->buf, src->bufsize);
+  k.checked_gen = 0;
   for (size_t i = 0; i < src->nparams; i++) {
     k.offs[i] = src->offs[i];
     k.ptrs[i] = k.buf + src->offs[i];
@@ -110,16 +111,6 @@ CUresult cgrt__emu_kernel_copy(emu_kernel *dst, const emu_kernel *src) {
   if (src->nattrs) memcpy(k.attrs, src->attrs, src->nattrs * sizeof(*src->attrs));
   *dst = k;
   return CUDA_SUCCESS;
-}
-
-void cgrt__emu_kernel_run(const cgrt__ref_kernel *ref, const unsigned grid[3],
-                          const unsigned block[3], unsigned shmem, const unsigned char *buf,
-                          const size_t *offs) {
-  cgrt__ref_launch l;
-  memcpy(l.grid, grid, sizeof(l.grid));
-  memcpy(l.block, block, sizeof(l.block));
-  l.shared_bytes = shmem;
-  ref->fn(&l, buf, offs);
 }
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
@@ -150,10 +141,11 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     r = cgrt__emu_capture_node(s, n);
     goto out;
   }
+  r = cgrt__emu_params_check(k.ref, k.buf, k.offs);
   cgrt__emu_unlock();
-  cgrt__emu_kernel_run(k.ref, k.grid, k.block, k.shmem, k.buf, k.offs);
+  if (r == CUDA_SUCCESS) r = cgrt__emu_kernel_run(k.ref, k.grid, k.block, k.shmem, k.buf, k.offs);
   cgrt__emu_kernel_free(&k);
-  return CUDA_SUCCESS;
+  return r;
 out:
   cgrt__emu_unlock();
   return r;

@@ -1,13 +1,29 @@
-/* Emulated memory: device memory is host memory (256-byte aligned), tracked in a table
- * with pinned host allocations and registered host ranges (cuMemHostRegister: the host's
- * own memory, usable by copies and kernels); every entry has a buffer id that is never
- * reused (CU_POINTER_ATTRIBUTE_BUFFER_ID); synchronous copies and memsets. */
+/* Emulated memory: device memory and pinned host memory are carved (256-byte aligned,
+ * first fit, a 256-byte red zone after each allocation) from one arena of address space
+ * reserved at the first allocation, so that a pointer into the arena that is not inside a
+ * live allocation is known to be freed or unallocated device memory, never the host's own
+ * memory (docs/emulation.md). Allocations and registered host ranges (cuMemHostRegister:
+ * the host's own memory, usable by copies and kernels) are kept in a table sorted by
+ * address; every entry has a buffer id that is never reused
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID); a state byte per 256-byte granule of the arena
+ * says live / freed for the per-launch pointer checks. Synchronous copies and memsets. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "runtime/emu/emu_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define EMU_POISON(p, n) ASAN_POISON_MEMORY_REGION((void *)(p), (n))
+#define EMU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((void *)(p), (n))
+#else
+#define EMU_POISON(p, n) ((void)(p), (void)(n))
+#define EMU_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define EMU_REDZONE EMU_ALIGN
 
 typedef struct emu_alloc {
   uintptr_t base;
@@ -18,14 +34,55 @@ typedef struct emu_alloc {
   uint64_t id;    /* buffer id: unique over the process, never reused */
 } emu_alloc;
 
-static emu_alloc *g_allocs;
+static emu_alloc *g_allocs; /* sorted by base; entries never overlap */
 static size_t g_nallocs, g_capallocs;
 static size_t g_device_bytes;
+emu_arena cgrt__emu_arena;
+uint64_t cgrt__emu_free_gen = 1;
+
+/* Reserves the arena (address space only: MAP_NORESERVE, pages are backed when touched
+ * and given back when freed), the largest of a few sizes the system grants. */
+static int arena_reserve(void) {
+  if (cgrt__emu_arena.bytes != 0) return 0;
+  for (size_t bytes = EMU_ARENA_BYTES; bytes >= ((size_t)512 << 20); bytes /= 4) {
+    void *a = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) continue;
+    void *st = mmap(NULL, bytes / EMU_ALIGN, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (st == MAP_FAILED) {
+      munmap(a, bytes);
+      continue;
+    }
+    cgrt__emu_arena.base = (uintptr_t)a;
+    cgrt__emu_arena.state = st;
+    cgrt__emu_arena.bytes = bytes;
+    return 0;
+  }
+  return -1;
+}
+
+static void set_state(uintptr_t p, size_t n, unsigned char st) {
+  memset(cgrt__emu_arena.state + (p - cgrt__emu_arena.base) / EMU_ALIGN, st, n / EMU_ALIGN);
+}
+
+/* Index of the first entry with base > p. */
+static size_t upper(uintptr_t p) {
+  size_t lo = 0, hi = g_nallocs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g_allocs[mid].base <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
 
 static emu_alloc *find_containing(uintptr_t p) {
-  for (size_t i = 0; i < g_nallocs; i++)
-    if (p >= g_allocs[i].base && p - g_allocs[i].base < g_allocs[i].size) return &g_allocs[i];
-  return NULL;
+  size_t i = upper(p);
+  if (i == 0) return NULL;
+  emu_alloc *a = &g_allocs[i - 1];
+  return p - a->base < a->size ? a : NULL;
 }
 
 int cgrt__emu_mem_range_ok(uintptr_t p, size_t n, int want) {
@@ -33,6 +90,12 @@ int cgrt__emu_mem_range_ok(uintptr_t p, size_t n, int want) {
   if (a == NULL) return 0;
   if (want == EMU_MEM_PINNED && !a->pinned) return 0;
   return n <= a->size - (p - a->base);
+}
+
+size_t cgrt__emu_mem_bytes_from(uintptr_t p) {
+  const emu_alloc *a = find_containing(p);
+  if (a != NULL) return a->size - (p - a->base);
+  return p - cgrt__emu_arena.base < cgrt__emu_arena.bytes ? 0 : SIZE_MAX;
 }
 
 static int grow_table(void) {
@@ -45,31 +108,66 @@ static int grow_table(void) {
   return 0;
 }
 
+/* Inserts e in address order (the table has room). */
+static void insert(emu_alloc e) {
+  size_t i = upper(e.base);
+  memmove(&g_allocs[i + 1], &g_allocs[i], (g_nallocs - i) * sizeof(*g_allocs));
+  g_allocs[i] = e;
+  g_nallocs++;
+}
+
+static void remove_at(size_t i) {
+  memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof(*g_allocs));
+  g_nallocs--;
+}
+
+/* First fit: the lowest address of the arena with `need` free bytes, or 0. */
+static uintptr_t arena_place(size_t need) {
+  const uintptr_t lo = cgrt__emu_arena.base, hi = lo + cgrt__emu_arena.bytes;
+  uintptr_t cur = lo;
+  for (size_t i = upper(lo - 1); i < g_nallocs && g_allocs[i].base < hi; i++) {
+    if (g_allocs[i].base - cur >= need) return cur;
+    cur = g_allocs[i].base + g_allocs[i].charged + EMU_REDZONE;
+  }
+  return hi - cur >= need ? cur : 0;
+}
+
 static CUresult alloc_locked(void **out, size_t bytes, int pinned) {
   size_t charged = (bytes + EMU_ALIGN - 1) / EMU_ALIGN * EMU_ALIGN;
-  if (charged < bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (charged < bytes || charged > SIZE_MAX - EMU_REDZONE) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!pinned && charged > EMU_TOTAL_MEM - g_device_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (grow_table() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *p = aligned_alloc(EMU_ALIGN, charged);
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  g_allocs[g_nallocs++] = (emu_alloc){(uintptr_t)p, bytes, charged, pinned, 0, cgrt__emu_next_id()};
+  if (grow_table() != 0 || arena_reserve() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t p = arena_place(charged + EMU_REDZONE);
+  if (p == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  insert((emu_alloc){p, bytes, charged, pinned, 0, cgrt__emu_next_id()});
+  set_state(p, charged, EMU_GRANULE_LIVE);
+  set_state(p + charged, EMU_REDZONE, EMU_GRANULE_NONE);
+  EMU_UNPOISON(p, charged);
+  EMU_POISON(p + charged, EMU_REDZONE);
   if (!pinned) g_device_bytes += charged;
   cgrt__emu_counts.allocs++;
-  *out = p;
+  *out = (void *)p;
   return CUDA_SUCCESS;
 }
 
 static CUresult free_locked(uintptr_t p, int pinned) {
-  for (size_t i = 0; i < g_nallocs; i++) {
-    if (g_allocs[i].base != p) continue;
-    if (g_allocs[i].pinned != pinned || g_allocs[i].registered) return CUDA_ERROR_INVALID_VALUE;
-    if (!pinned) g_device_bytes -= g_allocs[i].charged;
-    free((void *)p);
-    g_allocs[i] = g_allocs[--g_nallocs];
-    cgrt__emu_counts.allocs--;
-    return CUDA_SUCCESS;
+  size_t i = upper(p);
+  if (i == 0 || g_allocs[i - 1].base != p) return CUDA_ERROR_INVALID_VALUE;
+  const emu_alloc a = g_allocs[--i];
+  if (a.pinned != pinned || a.registered) return CUDA_ERROR_INVALID_VALUE;
+  if (!pinned) g_device_bytes -= a.charged;
+  remove_at(i);
+  set_state(p, a.charged, EMU_GRANULE_FREED);
+  cgrt__emu_free_gen++;
+  /* Whole pages of the allocation go back to the system (no live neighbour shares them). */
+  const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+  if (ps > 0 && (ps & (ps - 1)) == 0) {
+    uintptr_t b = (p + ps - 1) & ~(ps - 1), e = (p + a.charged) & ~(ps - 1);
+    if (e > b) madvise((void *)b, e - b, MADV_DONTNEED);
   }
-  return CUDA_ERROR_INVALID_VALUE;
+  EMU_POISON(p, a.charged);
+  cgrt__emu_counts.allocs--;
+  return CUDA_SUCCESS;
 }
 
 CUresult cgrt__emu_cuMemGetInfo(size_t *free_bytes, size_t *total) {
@@ -153,9 +251,13 @@ CUresult cgrt__emu_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flag
   for (size_t i = 0; r == CUDA_SUCCESS && i < g_nallocs; i++)
     if (b < g_allocs[i].base + g_allocs[i].size && g_allocs[i].base < b + bytesize)
       r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  /* The arena is device memory: freed or unallocated parts of it are not the host's. */
+  if (r == CUDA_SUCCESS && b < cgrt__emu_arena.base + cgrt__emu_arena.bytes &&
+      cgrt__emu_arena.base < b + bytesize)
+    r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS && grow_table() != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r == CUDA_SUCCESS) {
-    g_allocs[g_nallocs++] = (emu_alloc){b, bytesize, 0, 1, 1, cgrt__emu_next_id()};
+    insert((emu_alloc){b, bytesize, 0, 1, 1, cgrt__emu_next_id()});
     cgrt__emu_counts.allocs++;
   }
   cgrt__emu_unlock();
@@ -170,12 +272,11 @@ CUresult cgrt__emu_cuMemHostUnregister(void *p) {
   r = cgrt__emu_unsafe_call();
   if (r == CUDA_SUCCESS) {
     r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    for (size_t i = 0; i < g_nallocs; i++) {
-      if (g_allocs[i].base != (uintptr_t)p || !g_allocs[i].registered) continue;
-      g_allocs[i] = g_allocs[--g_nallocs];
+    size_t i = upper((uintptr_t)p);
+    if (i > 0 && g_allocs[i - 1].base == (uintptr_t)p && g_allocs[i - 1].registered) {
+      remove_at(i - 1);
       cgrt__emu_counts.allocs--;
       r = CUDA_SUCCESS;
-      break;
     }
   }
   cgrt__emu_unlock();
