@@ -231,6 +231,213 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 }
 
 
+// The head of accumulator index h = 2 j + e (0..3) of a thread of quad lane t4: heads
+// 8 j + 2 t4 + e of S^T and O^T (m64n16).
+__device__ __forceinline__ int t64_head_of(int h, int t4) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }
+
+// The online softmax of one tile, down its token rows (log2 domain), in place on s: token
+// rows ta and ta + 8 of the thread (va, vb: below the segment's end; others masked to
+// -inf); fac(j, e): the factor that takes S of head index 2 j + e to the log2 domain;
+// the 4 warps' maxima through s_red ([16 heads][4 warps]); P^T stored through
+// store_p(shared address, value) into p_s; l and o rescaled. Whole warpgroup; one
+// __syncthreads inside (the caller syncs before P^T is read).
+template <class Fac, class StoreP>
+__device__ __forceinline__ void t64_softmax(float (&s)[8], float (&m)[4], float (&l)[4], float (&o)[8][8],
+                                            bool va, bool vb, Fac fac, StoreP store_p, float *s_red,
+                                            uint32_t p_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gq = lane >> 2, t4 = lane & 3;
+  float mx[4];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float f = fac(j, e);
+      s[4 * j + e] = va ? s[4 * j + e] * f : -INFINITY;
+      s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * f : -INFINITY;
+      float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+      mx[2 * j + e] = x;
+    }
+  if (gq == 0) {
+#pragma unroll
+    for (int h = 0; h < 4; h++) s_red[t64_head_of(h, t4) * 4 + warp] = mx[h];
+  }
+  __syncthreads();
+  float al[4];
+  bool grew = false;
+#pragma unroll
+  for (int h = 0; h < 4; h++) {
+    // Every tile holds a token below the segment's end: the maximum over the 4 warps is finite.
+    const float4 v = *reinterpret_cast<const float4 *>(s_red + t64_head_of(h, t4) * 4);
+    const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+    al[h] = cgrt_mla::ex2(m[h] - mn);
+    grew |= mn != m[h];
+    m[h] = mn;
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+      const float pa = cgrt_mla::ex2(s[4 * j + e] - m[h]), pb = cgrt_mla::ex2(s[4 * j + 2 + e] - m[h]);
+      l[h] = l[h] * al[h] + pa + pb;
+      // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
+      store_p(p_s + swz(head, 2 * warp) + 2 * gq, pa);
+      store_p(p_s + swz(head, 2 * warp + 1) + 2 * gq, pb);
+    }
+  if (grew)
+    each_o([&](int i, int j, int e) {
+      o[i][4 * j + e] *= al[2 * j + e];
+      o[i][4 * j + 2 + e] *= al[2 * j + e];
+    });
+}
+
+// The end of a segment of row r, after its last tile's products (whole warpgroup): waits
+// for the copies still in flight, sums the rows, and writes O^T x onum / l (onum: 1, or
+// kv_scale for the FP8 kernels) and the LSE to out / lse (nsplit == 1) or to partial slot
+// r + p; under the counters strategy the CTA that arrives last for the row merges it
+// (t64_merge). s_stage ([16][kOStr] floats) and the merge buffers (merge_buf) lie over
+// the KV buffers, which are free here; ends with a __syncthreads, after which they are
+// free again.
+__device__ __forceinline__ void t64_finish(float (&o)[8][8], const float (&m)[4], float (&l)[4], float onum,
+                                           float *s_red, float *s_stage, float *merge_buf, int *s_last,
+                                           bf16 *__restrict__ out, float *__restrict__ lse,
+                                           float *__restrict__ part_o, float *__restrict__ part_lse,
+                                           unsigned *__restrict__ counters, int r, int qh, int h_begin, int nh,
+                                           int pf, int nsplit) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * warp + gq;
+  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  cgrt_mla::cp_wait<0>();
+
+  // Row sums: the 8 lanes of a head column, then the 4 warps.
+#pragma unroll
+  for (int h = 0; h < 4; h++) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
+  }
+  __syncthreads(); // every P.V done: the KV buffers are free for the output staging; s_red free
+  if (gq == 0) {
+#pragma unroll
+    for (int h = 0; h < 4; h++) s_red[t64_head_of(h, t4) * 4 + warp] = l[h];
+  }
+  __syncthreads();
+  float inv[4], lsev[4];
+#pragma unroll
+  for (int h = 0; h < 4; h++) {
+    const float4 v = *reinterpret_cast<const float4 *>(s_red + t64_head_of(h, t4) * 4);
+    const float lt = (v.x + v.y) + (v.z + v.w);
+    inv[h] = onum / lt;
+    lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
+  }
+  // O^T / l into the staging rows [head][dim].
+  each_o([&](int i, int j, int e) {
+    float *row = s_stage + t64_head_of(2 * j + e, t4) * kOStr + 64 * i + ta;
+    row[0] = o[i][4 * j + e] * inv[2 * j + e];
+    row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
+  });
+  const long long slot = (long long)r + p;
+  if (warp == 0 && gq == 0) {
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+      const int head = t64_head_of(h, t4);
+      if (head < nh) {
+        if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
+        else part_lse[slot * qh + h_begin + head] = lsev[h];
+      }
+    }
+  }
+  __syncthreads();
+  for (int id = tid; id < nh * (DV / 4); id += NT) {
+    const int head = id / (DV / 4), c4 = id - head * (DV / 4);
+    const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
+    if (nsplit == 1)
+      cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
+    else
+      *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
+  }
+  if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
+    t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, s_stage, merge_buf);
+  __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
+}
+
+// The KV range walk of the t64 kernels (bf16 and FP8): which row segments CTA (g, p)
+// runs, in order, and the block-table entries of each segment's first four tiles.
+//   entries(btr, tb, bound, pg): the kernel's block-table entries (PG: its array type) of
+//     its copy rows of the 64-token tile at token tb of block-table row btr (0 at or past
+//     bound);
+//   segment(r, tb0, stride, tend, n, pf, nsplit, pg0, pg1, pg2, pg3): row r's n tiles at
+//     tokens tb0, tb0 + stride, ..., its tokens ending at tend, partial slots from r + pf
+//     (nsplit of them; 1: straight to out), pg0 .. pg3 the entries of tiles 0-3.
+// ROW1 = 0: the ranges of the schedule (the fused one for steps of up to NT rows, else
+// meta), segments of 64-token tiles from each segment's first token. ROW1 = 1 (steps of
+// one row, rows == 1, block_len 1): CTA (g, p) of P takes the 64-token tiles p, p + P,
+// p + 2P, ... of the row, so the block-table entries of its first four tiles do not
+// depend on seq_len: they are read together with seq_len (bounded by cap, the block
+// table's columns), which takes one dependent round trip off the chain seq_len ->
+// entries -> KV of a one-row step. The ranges in use are Pe = min(P, ceil(len / 64))
+// (the schedule's count with CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the
+// combine kernel and the metadata are those of the range schedule (CTA (0, 0) writes
+// them when seq_lens is given). The C reference (kernels/mla/ref.c) takes the same tiles.
+template <int ROW1, class PG, class Entries, class Seg>
+__device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int *__restrict__ bt,
+                                         const int *__restrict__ meta, bf16 *__restrict__ out,
+                                         float *__restrict__ lse, int rows, int qh, int h_begin, int h_end, int P,
+                                         int mbps, int bl, const int *__restrict__ seq_lens, int cap, int min_tiles,
+                                         int causal, int *s_meta, int *s_wsum) {
+  static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
+  const int g = blockIdx.x, p = blockIdx.y;
+  PG pg0, pg1, pg2, pg3; // entries of tiles 0 .. 3 of a segment
+  if (ROW1) {
+    // The entries of tiles p, p + P, p + 2P, p + 3P in flight with seq_len.
+    const int stride = 64 * P, tb0 = 64 * p;
+    entries(bt, tb0, cap, pg0);
+    entries(bt, tb0 + stride, cap, pg1);
+    entries(bt, tb0 + 2 * stride, cap, pg2);
+    entries(bt, tb0 + 3 * stride, cap, pg3);
+    int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
+    if (seq_lens != nullptr && g == 0 && p == 0 && threadIdx.x == 0) {
+      // The metadata of the range schedule for the combine kernel: length, tile offset
+      // 0, T = ceil(len / 32) tiles, Pe ranges (row 0's partials in slots 0 .. Pe - 1).
+      int *mw = const_cast<int *>(meta);
+      mw[0] = len;
+      mw[1] = 0;
+      mw[2] = (len + TN - 1) / TN;
+      mw[3] = Pe;
+    }
+    if (p >= n64) {
+      if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
+      return;
+    }
+    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pg2, pg3);
+  } else {
+    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
+                                                 causal);
+    const int *row_len = mb;
+    const int *ts = mb + rows;
+    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
+      cgrt_mla::Segment sg;
+      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
+      const int tok0 = sg.ja * TN;              // first token of this segment
+      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
+      const int *btr = bt + (long long)(r / bl) * mbps;
+      entries(btr, tok0, tend, pg0);
+      entries(btr, tok0 + 64, tend, pg1);
+      entries(btr, tok0 + 128, tend, pg2);
+      entries(btr, tok0 + 192, tend, pg3);
+      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
+    }
+  }
+}
+
+
 }  // namespace cgrt_t64
 
 #endif
