@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""A/B of two builds from mla_decode_bench JSON files of one GPU run.
+
+    ab_summary.py --out FILE [--note TEXT] A.json... -- B.json...
+
+Each side is one or more JSON files of mla_decode_bench (the same shapes, interleaved in
+one run, e.g. A B B A). For every result row (variant, shape, block_len, causal, combine)
+it writes the in-graph times of every file, the median per side and B / A, plus the
+inputs' meta (GPU, driver, date, commit, command), so that every field comes from the
+run. Prints one line per row."""
+import json
+import statistics
+import sys
+
+
+def key(r):
+    return (r["variant"], r["batch"], r["heads"], r["context"], r["block_len"], r["causal"], r["combine"])
+
+
+def main(argv):
+    out, note, sides, cur = None, "", [[], []], 0
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--out":
+            out = argv[i + 1]
+            i += 2
+            continue
+        if a == "--note":
+            note = argv[i + 1]
+            i += 2
+            continue
+        if a == "--":
+            cur = 1
+        else:
+            sides[cur].append(a)
+        i += 1
+    if not out or not sides[0] or not sides[1]:
+        sys.exit(__doc__)
+    docs = [[json.load(open(f)) for f in s] for s in sides]
+    rows = {}
+    for side, ds in enumerate(docs):
+        for d in ds:
+            for r in d["results"]:
+                e = rows.setdefault(key(r), {"split_kernel": [None, None], "us_in_graph": [[], []]})
+                e["split_kernel"][side] = r["split_kernel"]
+                e["us_in_graph"][side].append(r["us_in_graph"])
+    res = []
+    for k, e in rows.items():
+        a, b = e["us_in_graph"]
+        if not a or not b:
+            continue
+        ma, mb = statistics.median(a), statistics.median(b)
+        res.append({"variant": k[0], "batch": k[1], "heads": k[2], "context": k[3], "block_len": k[4],
+                    "causal": k[5], "combine": k[6], "split_kernel_a": e["split_kernel"][0],
+                    "split_kernel_b": e["split_kernel"][1], "us_in_graph_a": a, "us_in_graph_b": b,
+                    "median_a": ma, "median_b": mb, "b_over_a": round(mb / ma, 4)})
+        print("%-8s %4d %4d %6d k%d c%d %-9s a %8.2f b %8.2f  b/a %.4f" % (k[0], k[1], k[2], k[3], k[4], k[5], k[6],
+                                                                         ma, mb, mb / ma))
+    doc = {"benchmark": "mla_decode_ab", "note": note,
+           "a": {"files": sides[0], "meta": [d["meta"] for d in docs[0]], "copy_tbps": [d["copy_tbps"] for d in docs[0]]},
+           "b": {"files": sides[1], "meta": [d["meta"] for d in docs[1]], "copy_tbps": [d["copy_tbps"] for d in docs[1]]},
+           "results": res}
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
