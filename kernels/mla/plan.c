@@ -129,12 +129,18 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
   return CGRT_SUCCESS;
 }
 
-/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 32, else 64; the fast path takes
- * q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads, tile) heads;
- * every other count takes the generic path: groups of 16 heads, the last partly masked. */
+static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, int kv);
+
+/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32 (16 where the table
+ * has no split kernel of 32 heads per CTA for the cache's dtype: FP8), else 64; the fast
+ * path takes q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads,
+ * tile) heads; every other count takes the generic path: groups of 16 heads, the last
+ * partly masked. */
 static void head_rule(cgrt_mla_plan *p) {
   const int q = p->q_heads;
-  p->tile = q <= 8 ? 8 : (q <= 32 ? 16 : 64);
+  const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
+  const int t32 = pick(CGRT__MLA_SPLIT, 32, p->o.page_size, kv) ? 32 : 16;
+  p->tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? t32 : 64));
   const int t = q < p->tile ? q : p->tile;
   p->fast = q % t == 0;
   p->hg = p->fast ? t : 16;

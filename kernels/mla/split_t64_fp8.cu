@@ -217,7 +217,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
   // in slots r + pf ..) or straight to out (nsplit == 1). pg0 .. pg3: the entries of
   // tiles 0-3.
-  auto segment = [&](int r, int tb0, int stride, int tend, int n, int pf, int nsplit, int (&pg0)[2],
+  auto segment = [&](int r, int tb0, int stride, int tend, int /*len*/, int n, int pf, int nsplit, int (&pg0)[2],
                      int (&pg1)[2], int (&pg2)[2], int (&pg3)[2]) {
     const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c (bytes 192 c .. 192 c + 191 of the token rows of tile i,
@@ -366,7 +366,9 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       // Online softmax down the token rows (log2 domain; tokens past the segment masked;
       // S scaled back per head by s_qinv).
       const int tk = tb0 + stride * it + ta;
-      t64_softmax(s, m, l, o, tk < tend, tk + 8 < tend, [&](int j, int e) { return sl2 * s_qinv[8 * j + 2 * t4 + e]; },
+      const bool va = tk < tend, vb = tk + 8 < tend;
+      t64_softmax(s, m, l, o, [&](int, int, int b) { return b ? vb : va; },
+                  [&](int j, int e) { return sl2 * s_qinv[8 * j + 2 * t4 + e]; },
                   [](uint32_t a, float v) { st_shared_f16(a, v); }, s_red, s_p);
       fence_proxy_async();
       __syncthreads(); // P^T complete
