@@ -10,7 +10,7 @@
 
 /* Dynamic shared memory of the split kernels (each kernel static_asserts its layout):
  * cgrt_mla_split_t64 / _row1: Q + a ring of 8 sub-stages of 64 tokens x 192 columns + P
- * + small arrays; cgrt_mla_split_t64_n32 / _n32_row1 / _n32_causal: Q of 32 rows + a ring of 7
+ * + small arrays; cgrt_mla_split_t64_n32 / _n32_causal: Q of 32 rows + a ring of 7
  * such sub-stages + P + small arrays; cgrt_mla_split_t64_fp8 / _row1_fp8: Q + two f16 tiles of 64 tokens +
  * a ring of 5 e4m3 sub-stages of 64 tokens x 192 bytes + P + small arrays;
  * cgrt_mla_split_m64_ws / _ws_causal: 1 KB alignment slack + Q (64 rows) + a ring of four

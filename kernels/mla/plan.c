@@ -41,6 +41,7 @@ struct cgrt_mla_plan {
    * once per request and head group. */
   int unit, kh, mk;  /* mk: block_len for causal rows run together, else 0 */
   int hg, groups;    /* query rows per CTA, CTAs per range */
+  int hg1, groups1;  /* the same for the one-row kernel (16 per CTA where hg is 17..32) */
   int counters_min_rows;      /* steps of >= this many rows merge through counters (0: never) */
   mla_kernel sched, split, one_row, comb; /* one_row.k NULL: one-row steps run split */
   cgrt_tensor_desc descs[3];  /* partial outputs, partial LSEs, metadata */
@@ -188,8 +189,8 @@ static void block_rule(cgrt_mla_plan *p) {
 }
 
 /* Looks kernel k up, raises its dynamic shared memory limit and sets its ranges P (one
- * wave: SMs x CTAs per SM / head groups, at least 1). */
-static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel *out) {
+ * wave: SMs x CTAs per SM / its head groups, at least 1). */
+static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, int groups, mla_kernel *out) {
   out->k = k;
   cgrt_status st = cgrt__runtime_function(p->rt, k->name, &out->f);
   if (st) {
@@ -204,21 +205,26 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel 
   }
   const int sms = p->rt->sm_count > 0 ? p->rt->sm_count : 1;
   /* groups: of the view the plan runs (kernels/mla/plan.c block_rule). */
-  out->parts = sms * k->ctas_per_sm / p->groups;
+  out->parts = sms * k->ctas_per_sm / groups;
   if (out->parts < 1) out->parts = 1;
   return CGRT_SUCCESS;
 }
 
 /* The kernels of the plan: the split kernel that takes its heads per CTA and page size,
  * the one-row kernel for steps of one row unless the plan merges through counters only
- * (one-row steps merge through the workspace), the schedule and combine kernels. */
+ * (one-row steps merge through the workspace), the schedule and combine kernels. Steps of
+ * one row with 17..32 heads per CTA run the 16-head one-row kernel in groups of 16: one
+ * row spreads over the SMs either way, and the 32-row t64 kernel measured 10% slower
+ * there (docs/mla_decode.md). */
 static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const int ps = p->o.page_size;
   const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
   const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps, kv);
   /* One-row steps have block_len 1: never a block's rows together. */
+  p->hg1 = p->hg > 16 && p->hg <= 32 ? 16 : p->hg;
+  p->groups1 = (p->kh + p->hg1 - 1) / p->hg1;
   const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
-                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps, kv);
+                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg1, ps, kv);
   const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, ps, 0);
   if (!split && kv == CGRT__MLA_KV_FP8)
     return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
@@ -231,8 +237,9 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
                       "cgrt_mla_plan_create: no kernel of kernels/mla/kernel_table.h takes %d heads "
                       "per CTA with page size %d", p->hg, ps);
   cgrt_status st;
-  if ((st = load(p, split, &p->split)) || (one_row && (st = load(p, one_row, &p->one_row))) ||
-      (st = load(p, sched, &p->sched)) || (st = load(p, comb, &p->comb)))
+  if ((st = load(p, split, p->groups, &p->split)) ||
+      (one_row && (st = load(p, one_row, p->groups1, &p->one_row))) || (st = load(p, sched, p->groups, &p->sched)) ||
+      (st = load(p, comb, p->groups, &p->comb)))
     return st;
   return CGRT_SUCCESS;
 }
@@ -439,7 +446,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   int min_tiles = one_row ? CGRT_MLA_MIN_TILES_ONE_ROW
                           : use_counters ? CGRT_MLA_MIN_TILES_COUNTERS : CGRT_MLA_MIN_TILES_WORKSPACE;
   if (split->k->aligned) min_tiles = -min_tiles;
-  int qh = p->kh, hg = p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
+  int qh = p->kh, hg = one_row ? p->hg1 : p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
   float scale = a->softmax_scale, kv_scale = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? p->o.kv_scale : 1.f;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
               bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
@@ -470,7 +477,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   attr.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)p->groups;
+  cfg.gridDimX = (unsigned)(one_row ? p->groups1 : p->groups);
   cfg.gridDimY = (unsigned)parts;
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)split->k->threads;

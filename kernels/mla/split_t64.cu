@@ -68,8 +68,8 @@ static_assert(Plan<16>::kBytes == CGRT_MLA_T64_SMEM, "the kernel table passes CG
 static_assert(Plan<32>::kBytes == CGRT_MLA_T64_N32_SMEM, "the kernel table passes CGRT_MLA_T64_N32_SMEM");
 static_assert(Plan<16>::kStageBytes == kOStageBytes, "t64_merge's staging");
 
-// ROW1 = 1 (cgrt_mla_split_t64_row1 / _n32_row1: steps of one row, one CTA per SM): the
-// tiles of t64_walk's ROW1 (kernels/mla/t64.cuh). NH: query rows per CTA (16: the
+// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM): the tiles of
+// t64_walk's ROW1 (kernels/mla/t64.cuh). NH: query rows per CTA (16: the
 // _t64 kernels; 32: the _t64_n32 kernels). MK (the _n32_causal kernel, causal verify
 // rows of a block run together): each "row" is a request whose qh query rows are mk
 // block rows of qh / mk heads; query row h sees cgrt__mla_row_len(len, cap, h / (qh /
@@ -254,13 +254,11 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
   split_t64<1>(CGRT_WG_ARGS);
 }
-// 17 to 32 query rows per CTA (wgmma N = 32): steps of any number of rows, of one row,
-// and causal verify blocks whose rows run together (MK above).
+// 17 to 32 query rows per CTA (wgmma N = 32): steps of any number of rows, and causal
+// verify blocks whose rows run together (MK above). (Steps of one row take
+// cgrt_mla_split_t64_row1 in groups of 16: kernels/mla/plan.c.)
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_n32(CGRT_WG_PARAMS) {
   split_t64<0, 32>(CGRT_WG_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_n32_row1(CGRT_WG_PARAMS) {
-  split_t64<1, 32>(CGRT_WG_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_n32_causal(CGRT_WG_PARAMS) {
   split_t64<0, 32, true>(CGRT_WG_ARGS);
