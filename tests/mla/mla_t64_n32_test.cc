@@ -1,8 +1,8 @@
 // cgrt_mla_split_t64_n32 and _n32_causal (kernels/mla/split_t64.cu, NH = 32):
 // the token-major wgmma kernels of 17..32 query rows per CTA (wgmma N = 32, a 7-slot
 // ring) through the public API against the fp32 host reference, both combine strategies:
-// head counts 17..32 (and DCP), tile and range edges, one-row steps (the 16-head one-row
-// kernel in groups of 16 with the workspace, this kernel with counters), the counters merge of 32 heads (two passes of t64_merge), rows past the
+// head counts 17..32 (and DCP), tile and range edges, one-row steps (the 16-head kernels
+// in groups of 16), the counters merge of 32 heads (two passes of t64_merge), rows past the
 // block size, a KV cache past 2^31 elements (GPU), and a block's rows together up to 32
 // query rows, causal ones with per-row lengths (query rows without tokens in a segment
 // or at all). On the emulation (CI) the C reference runs under the kernel's name; with
@@ -75,8 +75,8 @@ TEST_F(MlaT64N32, KvCachePast2To31Elements) {
   check_kv_past_2to31(32, 20000);  // and the one-row kernel
 }
 
-// Steps of one row: cgrt_mla_split_t64_row1 in groups of 16 with the workspace (P = 66
-// on 132 SMs), cgrt_mla_split_t64_n32 with counters.
+// Steps of one row run the 16-head kernels in groups of 16: cgrt_mla_split_t64_row1 with
+// the workspace (P = 66 on 132 SMs), cgrt_mla_split_t64 with counters.
 class MlaT64N32Row1 : public SplitHarness {
  protected:
   void SetUp() override { start("cgrt_mla_split_t64_n32"); }
@@ -87,7 +87,7 @@ class MlaT64N32Row1 : public SplitHarness {
     CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
     ASSERT_NE(info.one_row_kernel, nullptr);
     EXPECT_EQ(std::string(info.one_row_kernel),
-              info.counter_bytes ? "cgrt_mla_split_t64_n32" : "cgrt_mla_split_t64_row1");
+              info.counter_bytes ? "cgrt_mla_split_t64" : "cgrt_mla_split_t64_row1");
   }
 };
 
