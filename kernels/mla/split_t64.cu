@@ -1,5 +1,8 @@
 // MLA decode split kernels for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
-// cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below). Same
+// cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below); and
+// the same kernel for 17..32 query rows per CTA (NH = 32: wgmma N = 32, a ring of 7
+// sub-stages, 215580 bytes of shared memory): cgrt_mla_split_t64_n32, and
+// cgrt_mla_split_t64_n32_causal for causal blocks whose rows run together (MK). Same
 // parameters, schedule, ranges and partial slots as every split kernel
 // (kernels/mla/split.cuh), so the schedule and combine kernels and the C reference
 // (kernels/mla/ref.c) serve them all; under the counters strategy the last CTA of a row
@@ -12,6 +15,7 @@
 //                                                  B = Q, both K-major in shared memory)
 //   O^T[512 x 16] += V^T[512 x 64] . P^T[64 x 16] (wgmma m64n16k16 x 32, A = the same KV
 //                                                  tile read MN-major, B = P^T)
+// (NH = 32: m64n32k16, S^T in 16 and O^T in 128 registers.)
 // One warpgroup (128 threads) holds S^T in 8 and O^T in 64 registers per thread; the
 // softmax runs down the token rows (a shuffle over 8 lanes, then the 4 warps' maxima
 // through shared memory).
