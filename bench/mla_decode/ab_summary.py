@@ -70,7 +70,13 @@ def main(argv):
         print("%-8s %4d %4d %6d k%d c%d %-9s a %8.2f b %8.2f  b/a %.4f%s" % (
             k[0], k[1], k[2], k[3], k[4], k[5], k[6], ma, mb, mb / ma,
             "  best peer %s %.2f" % (best["name"], best["us_in_graph"]) if best else ""))
-    doc = {"benchmark": "mla_decode_ab", "note": note,
+    ma, mb = docs[0][0]["meta"], docs[1][0]["meta"]
+    # The run's metadata (every field from the input files): GPU, driver and date of the
+    # first file, both commits, the benchmark commands and this script's command line.
+    meta = {"gpu": ma["gpu"], "driver": ma["driver"], "date": min(d["meta"]["date"] for ds in docs for d in ds),
+            "commit": "a %s, b %s" % (ma["commit"], mb["commit"]),
+            "command": " ; ".join([ma["command"], mb["command"], "ab_summary.py " + " ".join(argv)])}
+    doc = {"benchmark": "mla_decode_ab", "meta": meta, "note": note,
            "a": {"files": sides[0], "meta": [d["meta"] for d in docs[0]], "copy_tbps": [d["copy_tbps"] for d in docs[0]]},
            "b": {"files": sides[1], "meta": [d["meta"] for d in docs[1]], "copy_tbps": [d["copy_tbps"] for d in docs[1]]},
            "results": res}
