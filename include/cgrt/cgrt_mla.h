@@ -130,7 +130,7 @@ typedef struct cgrt_mla_plan_info {
   int max_rows;              /* max_num_seqs * block_len */
   int q_heads;               /* heads * dcp_world_size */
   int fast_path;             /* 1: fast path; 0: generic path (see head rule) */
-  int head_tile;             /* the rule's tile: 8, 16 or 64 */
+  int head_tile;             /* the rule's tile: 8, 16, 32 or 64 */
   int heads_per_cta;         /* query heads per CTA (kv_shared: query rows, block rows x
                               * heads, of one request per CTA) */
   int head_groups;           /* CTAs per range */
@@ -141,11 +141,13 @@ typedef struct cgrt_mla_plan_info {
                               * 2 * SMs) split would reserve, for comparison */
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
                               * "cgrt_mla_split_t64" (<= 16 heads per CTA; with an FP8
-                              * cache "cgrt_mla_split_t64_fp8") or
-                              * "cgrt_mla_split_m64_ws" (static string) */
+                              * cache "cgrt_mla_split_t64_fp8"), "cgrt_mla_split_t64_n32"
+                              * (17..32) or "cgrt_mla_split_m64_ws" (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
-                               * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 16
-                               * heads per CTA unless combine is COUNTERS, else split_kernel */
+                               * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 32
+                               * heads per CTA (17..32: in CTAs of 16 heads) unless combine
+                               * is COUNTERS, then "cgrt_mla_split_t64" for 17..32 heads per
+                               * CTA (CTAs of 16), else split_kernel */
   int counters_min_rows;      /* steps of at least this many rows merge through counters:
                                * 1 for COUNTERS, 0 (never) for WORKSPACE; for AUTO
                                * ceil(splits x heads_per_cta x 2 KiB /
@@ -163,10 +165,12 @@ typedef struct cgrt_mla_plan_info {
  * ("mla.decode" in options->lane, at its worst case) and, for COUNTERS, the counter
  * buffer. Do this during warm-up, before cgrt_workspace_lock.
  *
- * Head rule: with q = heads * dcp_world_size and tile = 8 if q <= 8, 16 if q <= 32,
- * else 64, the fast path takes q iff q % min(q, tile) == 0 (CTAs of min(q, tile)
- * heads); any other q (24, 96, ...) takes the generic path (CTAs of 16 heads, the last
- * partly masked), which is logged once here at CGRT_LOG_WARN. Neither is an error.
+ * Head rule: with q = heads * dcp_world_size and tile = 8 if q <= 8, 16 if q <= 16, 32
+ * if q <= 32 (16 with an FP8 cache), else 64, the fast path takes q iff
+ * q % min(q, tile) == 0 (CTAs of min(q, tile) heads; steps of one row with 17..32 heads
+ * per CTA run CTAs of 16); any other q (FP8 20 or 24, 96, ...) takes the generic path
+ * (CTAs of 16 heads, the last partly masked), which is logged once here at
+ * CGRT_LOG_WARN. Neither is an error.
  *
  * Ownership: *out is owned by the caller, released with cgrt_mla_plan_destroy; a plan
  * still alive when its runtime is destroyed is destroyed with it (and then its handle is

@@ -10,12 +10,14 @@
 
 /* Dynamic shared memory of the split kernels (each kernel static_asserts its layout):
  * cgrt_mla_split_t64 / _row1: Q + a ring of 8 sub-stages of 64 tokens x 192 columns + P
- * + small arrays; cgrt_mla_split_t64_fp8 / _row1_fp8: Q + two f16 tiles of 64 tokens +
+ * + small arrays; cgrt_mla_split_t64_n32 / _n32_causal: Q of 32 rows + a ring of 7
+ * such sub-stages + P + small arrays; cgrt_mla_split_t64_fp8 / _row1_fp8: Q + two f16 tiles of 64 tokens +
  * a ring of 5 e4m3 sub-stages of 64 tokens x 192 bytes + P + small arrays;
  * cgrt_mla_split_m64_ws / _ws_causal: 1 KB alignment slack + Q (64 rows) + a ring of four
  * 32-token KV stages + small arrays (maxima, factors, sums, mbarriers, fused schedule of
  * 384 rows). All: one CTA per SM. */
 #define CGRT_MLA_T64_SMEM 219420
+#define CGRT_MLA_T64_N32_SMEM 215580
 #define CGRT_MLA_T64_FP8_SMEM 231772
 #define CGRT_MLA_M64_WS_SMEM 226956
 

@@ -55,6 +55,8 @@ typedef enum cgrt__mla_role {
   X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_row1_ref)      \
   X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
   X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
+  X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)    \
   X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)        \
   X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, combine_ref)

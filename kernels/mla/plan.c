@@ -41,8 +41,11 @@ struct cgrt_mla_plan {
    * once per request and head group. */
   int unit, kh, mk;  /* mk: block_len for causal rows run together, else 0 */
   int hg, groups;    /* query rows per CTA, CTAs per range */
+  int hg1, groups1;  /* the same for the one-row kernel (16 per CTA where hg is 17..32) */
   int counters_min_rows;      /* steps of >= this many rows merge through counters (0: never) */
-  mla_kernel sched, split, one_row, comb; /* one_row.k NULL: one-row steps run split */
+  mla_kernel sched, split, one_row, comb; /* one_row.k NULL: one-row steps run split1 */
+  mla_kernel split1; /* the split kernel of one-row steps without one_row: split, or the
+                      * 16-head kernel in groups1 groups where hg1 != hg */
   cgrt_tensor_desc descs[3];  /* partial outputs, partial LSEs, metadata */
   size_t workspace_bytes;
   size_t counter_bytes;       /* bytes of the counter buffer this plan needs (all lanes below) */
@@ -129,12 +132,18 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
   return CGRT_SUCCESS;
 }
 
-/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 32, else 64; the fast path takes
- * q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads, tile) heads;
- * every other count takes the generic path: groups of 16 heads, the last partly masked. */
+static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, int kv);
+
+/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32 (16 where the table
+ * has no split kernel of 32 heads per CTA for the cache's dtype: FP8), else 64; the fast
+ * path takes q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads,
+ * tile) heads; every other count takes the generic path: groups of 16 heads, the last
+ * partly masked. */
 static void head_rule(cgrt_mla_plan *p) {
   const int q = p->q_heads;
-  p->tile = q <= 8 ? 8 : (q <= 32 ? 16 : 64);
+  const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
+  const int t32 = pick(CGRT__MLA_SPLIT, 32, p->o.page_size, kv) ? 32 : 16;
+  p->tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? t32 : 64));
   const int t = q < p->tile ? q : p->tile;
   p->fast = q % t == 0;
   p->hg = p->fast ? t : 16;
@@ -182,8 +191,8 @@ static void block_rule(cgrt_mla_plan *p) {
 }
 
 /* Looks kernel k up, raises its dynamic shared memory limit and sets its ranges P (one
- * wave: SMs x CTAs per SM / head groups, at least 1). */
-static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel *out) {
+ * wave: SMs x CTAs per SM / its head groups, at least 1). */
+static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, int groups, mla_kernel *out) {
   out->k = k;
   cgrt_status st = cgrt__runtime_function(p->rt, k->name, &out->f);
   if (st) {
@@ -198,21 +207,26 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, mla_kernel 
   }
   const int sms = p->rt->sm_count > 0 ? p->rt->sm_count : 1;
   /* groups: of the view the plan runs (kernels/mla/plan.c block_rule). */
-  out->parts = sms * k->ctas_per_sm / p->groups;
+  out->parts = sms * k->ctas_per_sm / groups;
   if (out->parts < 1) out->parts = 1;
   return CGRT_SUCCESS;
 }
 
 /* The kernels of the plan: the split kernel that takes its heads per CTA and page size,
  * the one-row kernel for steps of one row unless the plan merges through counters only
- * (one-row steps merge through the workspace), the schedule and combine kernels. */
+ * (one-row steps merge through the workspace), the schedule and combine kernels. Steps of
+ * one row with 17..32 heads per CTA run the 16-head one-row kernel in groups of 16: one
+ * row spreads over the SMs either way, and the 32-row t64 kernel measured 10% slower
+ * there (docs/mla_decode.md). */
 static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const int ps = p->o.page_size;
   const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
   const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps, kv);
   /* One-row steps have block_len 1: never a block's rows together. */
+  p->hg1 = p->unit == 1 && p->hg > 16 && p->hg <= 32 ? 16 : p->hg;
+  p->groups1 = (p->kh + p->hg1 - 1) / p->hg1;
   const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
-                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg, ps, kv);
+                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg1, ps, kv);
   const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, ps, 0);
   if (!split && kv == CGRT__MLA_KV_FP8)
     return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
@@ -225,8 +239,12 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
                       "cgrt_mla_plan_create: no kernel of kernels/mla/kernel_table.h takes %d heads "
                       "per CTA with page size %d", p->hg, ps);
   cgrt_status st;
-  if ((st = load(p, split, &p->split)) || (one_row && (st = load(p, one_row, &p->one_row))) ||
-      (st = load(p, sched, &p->sched)) || (st = load(p, comb, &p->comb)))
+  const cgrt__mla_kernel *split1 = p->hg1 != p->hg ? pick(CGRT__MLA_SPLIT, p->hg1, ps, kv) : split;
+  if (!split1) return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_mla_plan_create: no split kernel of %d heads per CTA", p->hg1);
+  if ((st = load(p, split, p->groups, &p->split)) ||
+      (one_row && (st = load(p, one_row, p->groups1, &p->one_row))) ||
+      (st = load(p, split1, p->hg1 != p->hg ? p->groups1 : p->groups, &p->split1)) ||
+      (st = load(p, sched, p->groups, &p->sched)) || (st = load(p, comb, p->groups, &p->comb)))
     return st;
   return CGRT_SUCCESS;
 }
@@ -239,6 +257,7 @@ static cgrt_status reserve(cgrt_mla_plan *p) {
   cgrt_runtime *rt = p->rt;
   int parts = p->split.parts;
   if (p->one_row.k && p->one_row.parts > parts) parts = p->one_row.parts;
+  if (p->split1.parts > parts) parts = p->split1.parts;
   /* Slots of the kernels' rows (requests when a block's rows run together, each
    * unit x q_heads wide), counted here in rows of q_heads. */
   int64_t slots = (int64_t)p->max_rows / p->unit + parts;
@@ -359,7 +378,7 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   info->fixed_split_bytes = p->fixed_split_bytes;
   info->split_kernel = p->split.k->name;
   if (info->size >= offsetof(cgrt_mla_plan_info, one_row_kernel) + sizeof info->one_row_kernel)
-    info->one_row_kernel = (p->one_row.k ? p->one_row.k : p->split.k)->name;
+    info->one_row_kernel = (p->one_row.k ? p->one_row.k : p->split1.k)->name;
   if (info->size >= offsetof(cgrt_mla_plan_info, counters_min_rows) + sizeof info->counters_min_rows)
     info->counters_min_rows = p->counters_min_rows * p->unit;
   if (info->size >= offsetof(cgrt_mla_plan_info, kv_shared) + sizeof info->kv_shared)
@@ -409,7 +428,8 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   /* Steps of one row run the one-row kernel (if the plan has one) with the workspace
    * combine; the others merge through counters from counters_min_rows rows. */
   const int one_row = p->one_row.k && a->num_rows == 1;
-  const mla_kernel *split = one_row ? &p->one_row : &p->split;
+  const int row16 = a->num_rows == 1 && p->hg1 != p->hg; /* 16-head kernels for one row */
+  const mla_kernel *split = one_row ? &p->one_row : a->num_rows == 1 ? &p->split1 : &p->split;
   const int use_counters = !one_row && p->counters_min_rows > 0 && a->num_rows / p->unit >= p->counters_min_rows;
   CUdeviceptr counters = 0;
   if (use_counters) {
@@ -433,7 +453,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   int min_tiles = one_row ? CGRT_MLA_MIN_TILES_ONE_ROW
                           : use_counters ? CGRT_MLA_MIN_TILES_COUNTERS : CGRT_MLA_MIN_TILES_WORKSPACE;
   if (split->k->aligned) min_tiles = -min_tiles;
-  int qh = p->kh, hg = p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
+  int qh = p->kh, hg = row16 ? p->hg1 : p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
   float scale = a->softmax_scale, kv_scale = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? p->o.kv_scale : 1.f;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
               bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
@@ -464,7 +484,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   attr.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)p->groups;
+  cfg.gridDimX = (unsigned)(row16 ? p->groups1 : p->groups);
   cfg.gridDimY = (unsigned)parts;
   cfg.gridDimZ = 1;
   cfg.blockDimX = (unsigned)split->k->threads;

@@ -1,5 +1,8 @@
 // MLA decode split kernels for up to 16 query heads per CTA on wgmma (sm_90a), token-major:
-// cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below). Same
+// cgrt_mla_split_t64, and cgrt_mla_split_t64_row1 for steps of one row (ROW1 below); and
+// the same kernel for 17..32 query rows per CTA (NH = 32: wgmma N = 32, a ring of 7
+// sub-stages, 215580 bytes of shared memory): cgrt_mla_split_t64_n32, and
+// cgrt_mla_split_t64_n32_causal for causal blocks whose rows run together (MK). Same
 // parameters, schedule, ranges and partial slots as every split kernel
 // (kernels/mla/split.cuh), so the schedule and combine kernels and the C reference
 // (kernels/mla/ref.c) serve them all; under the counters strategy the last CTA of a row
@@ -12,6 +15,7 @@
 //                                                  B = Q, both K-major in shared memory)
 //   O^T[512 x 16] += V^T[512 x 64] . P^T[64 x 16] (wgmma m64n16k16 x 32, A = the same KV
 //                                                  tile read MN-major, B = P^T)
+// (NH = 32: m64n32k16, S^T in 16 and O^T in 128 registers.)
 // One warpgroup (128 threads) holds S^T in 8 and O^T in 64 registers per thread; the
 // softmax runs down the token rows (a shuffle over 8 lanes, then the 4 warps' maxima
 // through shared memory).
@@ -27,7 +31,8 @@
 // ldmatrix over the same layout with the same accumulator layout.
 //
 // The FP8 e4m3 kernels are in kernels/mla/split_t64_fp8.cu; both files share
-// kernels/mla/t64.cuh (the products and the counters merge).
+// kernels/mla/t64.cuh (the products, the softmax, the KV range walk, the end of a
+// segment and the counters merge).
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -40,31 +45,40 @@ namespace {
 
 using namespace cgrt_wg;
 using namespace cgrt_t64;
-using cgrt_mla::ex2;
-using cgrt_mla::part_of;
 
 constexpr int kSub = 3 * kCB;    // a sub-stage: 3 column blocks
-constexpr int kSlots = 8;        // ring of sub-stages
-constexpr int kAhead = 5;        // sub-stages in flight while a tile computes
-constexpr int kSmall = 64 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
-constexpr int kBytes = 1024 + 9 * kQ16 + kSlots * kSub + kP16 + kSmall;
-static_assert(kSlots - 3 == kAhead, "the ring holds one tile plus the sub-stages ahead");
-static_assert(16 * kOStr * 4 <= kSlots * kSub, "the output staging fits in the ring");
-static_assert(kBytes == CGRT_MLA_T64_SMEM, "the kernel table passes CGRT_MLA_T64_SMEM");
-static_assert(kBytes <= 227 * 1024, "one CTA per SM");
-static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
-static_assert(kOStageBytes + kMergeBatch * 16 * DV * 4 <= kSlots * kSub, "the merge buffers fit in the ring");
-// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM):
-// CTA (g, p) of P takes the 64-token tiles p, p + P, p + 2P, ... of the row, so the
-// block-table entries of its first four tiles do not depend on seq_len: they are read
-// together with seq_len (bounded by cap, the block table's columns), which takes one
-// dependent round trip off the chain seq_len -> entries -> KV of a one-row step. The
-// ranges in use are Pe = min(P, ceil(len / 64)) (the schedule's count with
-// CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the combine kernel and the
-// metadata are those of the range schedule. The C reference (kernels/mla/ref.c) takes the
-// same tiles.
-template <int ROW1>
+// The shared-memory plan of NH = 16 or 32 query rows per CTA: Q (9 column blocks of NH
+// rows), a ring of kSlots sub-stages (8 for 16 rows; 7 for 32, whose Q and P^T take 20 KB
+// more), P^T, and the small arrays (s_red [NH][4], the fused schedule, counters flag).
+// The output staging ([NH][kOStr] floats) and the merge buffers lie over the ring (16
+// rows) or over Q and the ring (32 rows: Q is reloaded by every segment).
+template <int NH>
+struct Plan {
+  static constexpr int kQ = NH * 128;  // a column block of Q
+  static constexpr int kP = NH * 128;  // P^T: NH heads x 64 tokens
+  static constexpr int kSlots = NH == 16 ? 8 : 7;
+  static constexpr int kAhead = kSlots - 3; // sub-stages in flight while a tile computes
+  static constexpr int kSmall = NH * 4 * 4 + (2 * NT + 2) * 4 + (NT / 32) * 4 + 4;
+  static constexpr int kBytes = 1024 + 9 * kQ + kSlots * kSub + kP + kSmall;
+  static constexpr int kStageAt = NH == 16 ? 9 * kQ : 0; // byte offset of the staging
+  static constexpr int kStageBytes = NH * kOStr * 4;
+  static_assert(kStageAt + kStageBytes + kMergeBatch * 16 * DV * 4 <= 9 * kQ + kSlots * kSub,
+                "the output staging and the merge buffers fit over the ring (and Q)");
+  static_assert(kBytes <= 227 * 1024, "one CTA per SM");
+  static_assert(kAhead >= 3, "the ring holds one tile plus the sub-stages ahead");
+};
+static_assert(Plan<16>::kBytes == CGRT_MLA_T64_SMEM, "the kernel table passes CGRT_MLA_T64_SMEM");
+static_assert(Plan<32>::kBytes == CGRT_MLA_T64_N32_SMEM, "the kernel table passes CGRT_MLA_T64_N32_SMEM");
+static_assert(Plan<16>::kStageBytes == kOStageBytes, "t64_merge's staging");
+
+// ROW1 = 1 (cgrt_mla_split_t64_row1: steps of one row, one CTA per SM): the tiles of
+// t64_walk's ROW1 (kernels/mla/t64.cuh). NH: query rows per CTA (16: the
+// _t64 kernels; 32: the _t64_n32 kernels). MK (the _n32_causal kernel, causal verify
+// rows of a block run together): each "row" is a request whose qh query rows are mk
+// block rows of qh / mk heads; query row h sees cgrt__mla_row_len(len, cap, h / (qh /
+// mk), mk, 1) tokens, len being the request's (as cgrt_mla_split_m64_ws_causal).
+template <int ROW1, int NH = 16, bool MK = false>
 __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                           const int *__restrict__ bt, const int *__restrict__ meta,
                                           bf16 *__restrict__ out, float *__restrict__ lse,
@@ -72,17 +86,18 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
                                           unsigned *__restrict__ counters, int rows, int qh, int hg, int P,
                                           int mbps, int ps, int bl, float scale, const int *__restrict__ seq_lens,
                                           int cap, int min_tiles, int causal, int mk, float kv_scale) {
-  (void)mk;       // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
   (void)kv_scale; // read by the FP8 kernels only (kernels/mla/split_t64_fp8.cu)
+  using L = Plan<NH>;
+  constexpr int kSlots = L::kSlots, kAhead = L::kAhead, SN = NH / 2, HN = NH / 4;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
   const uint32_t s_q = smem_addr(sm);
-  const uint32_t s_ring = s_q + 9 * kQ16;
+  const uint32_t s_ring = s_q + 9 * L::kQ;
   const uint32_t s_p = s_ring + kSlots * kSub;
-  float *s_stage = reinterpret_cast<float *>(sm + 9 * kQ16); // [16][kOStr], over the ring
-  float *s_red = reinterpret_cast<float *>(sm + 9 * kQ16 + kSlots * kSub + kP16); // [16 heads][4 warps]
-  int *s_meta = reinterpret_cast<int *>(s_red + 64);                                     // 2 NT + 2
+  float *s_stage = reinterpret_cast<float *>(sm + L::kStageAt); // [NH][kOStr]
+  float *s_red = reinterpret_cast<float *>(sm + 9 * L::kQ + kSlots * kSub + L::kP); // [NH heads][4 warps]
+  int *s_meta = reinterpret_cast<int *>(s_red + NH * 4);                                // 2 NT + 2
   int *s_wsum = s_meta + 2 * NT + 2;                                                     // NT / 32
   int *s_last = s_wsum + NT / 32;
 
@@ -91,21 +106,20 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   asm volatile("griddepcontrol.launch_dependents;");
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int gq = lane >> 2, t4 = lane & 3;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  const int gq = lane >> 2;
+  const int g = blockIdx.x;
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
-  const int nh = h_end - h_begin; // 1..16
+  const int nh = h_end - h_begin; // 1..NH
   const float sl2 = scale * 1.4426950408889634f;
   const int ps_shift = __ffs(ps) - 1;
 
   // Copy roles: thread tid moves chunk tid & 7 of every column block for token rows
-  // (tid >> 3) + 16 q4 of a tile (and of Q: head row tid >> 3).
+  // (tid >> 3) + 16 q4 of a tile (and of Q: head rows (tid >> 3) + 16 x, x < NH / 16).
   const int crow = tid >> 3, cch = tid & 7;
   // Accumulator roles (m64n16): token rows ta = 16 warp + gq and ta + 8 of S^T; heads
-  // 8 j + 2 t4 + e (index 2 j + e below) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
+  // t64_head_of (kernels/mla/t64.cuh) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
   const int ta = 16 * warp + gq;
-  auto head_of = [&](int h) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }; // head of index h = 2 j + e
 
   // Block-table entries (row btr) of this thread's 4 copy rows of the tile that starts at
   // token tb (0 at or past bound). They are read ahead of the copies that use them (tiles
@@ -123,16 +137,17 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
   // in slots r + pf ..) or straight to out (nsplit == 1). pg0, pg1, pga, pgb: the entries
   // of tiles 0-3.
-  auto segment = [&](int r, int tb0, int stride, int tend, int n, int pf, int nsplit, int (&pg0)[4],
+  auto segment = [&](int r, int tb0, int stride, int tend, int len, int n, int pf, int nsplit, int (&pg0)[4],
                      int (&pg1)[4], int (&pga)[4], int (&pgb)[4]) {
     const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
-    // slot k % 8; one commit group each (empty past the segment), so that wait_group
+    // slot k % kSlots; one commit group each (empty past the segment), so that wait_group
     // counts tiles.
+    auto slot_of = [](int k) { return (kSlots & (kSlots - 1)) == 0 ? k & (kSlots - 1) : k % kSlots; };
     auto load_sub = [&](int k, const int (&pg)[4]) {
       const int i = k / 3, c = k - 3 * i;
       if (i < n) {
-        const uint32_t dst = s_ring + (k & (kSlots - 1)) * kSub + swz(crow, cch);
+        const uint32_t dst = s_ring + slot_of(k) * kSub + swz(crow, cch);
         const int tb = tb0 + stride * i + crow;
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) {
@@ -149,47 +164,62 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     {
       // Q of the head group (rows past nh zero), in the first commit group.
       const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
-      const bool ok = crow < nh;
 #pragma unroll
-      for (int cb = 0; cb < 9; cb++)
-        cp_async16(s_q + cb * kQ16 + swz(crow, cch), ok ? qr + (long long)crow * D + cb * 64 + cch * 8 : q,
-                   ok ? 16 : 0);
+      for (int x = 0; x < NH / 16; x++) {
+        const int hr = crow + 16 * x;
+        const bool ok = hr < nh;
+#pragma unroll
+        for (int cb = 0; cb < 9; cb++)
+          cp_async16(s_q + cb * L::kQ + swz(hr, cch), ok ? qr + (long long)hr * D + cb * 64 + cch * 8 : q,
+                     ok ? 16 : 0);
+      }
     }
+    // MK: the end of each of the thread's head columns (per-row lengths).
+    int tend_h[HN];
+#pragma unroll
+    for (int h = 0; h < HN; h++) {
+      tend_h[h] = tend;
+      if constexpr (MK) {
+        const int per = qh / mk, hq = min(h_begin + t64_head_of(h, lane & 3), qh - 1);
+        tend_h[h] = min(tend, cgrt__mla_row_len(len, cap, hq / per, mk, 1));
+      }
+    }
+    (void)len;
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
-    // starts with 8 sub-stages in flight.
+    // starts with kSlots sub-stages in flight.
 #pragma unroll
     for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
 
-    float o[8][8];
+    float o[8][SN];
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
-      for (int j = 0; j < 8; j++) o[i][j] = 0.f;
-    float m[4], l[4];
+      for (int j = 0; j < SN; j++) o[i][j] = 0.f;
+    float m[HN], l[HN];
 #pragma unroll
-    for (int h = 0; h < 4; h++) {
+    for (int h = 0; h < HN; h++) {
       m[h] = -INFINITY;
       l[h] = 0.f;
     }
 
     for (int it = 0; it < n; it++) {
-      // Sub-stages up to 3 it + 2 landed (7 committed at it = 0, 3 it + 4 after) for every
-      // thread, and every warp is done with tile it - 1 (its slots are refilled below).
+      // Sub-stages up to 3 it + 2 landed (kSlots committed at it = 0, 3 it + kAhead - 1
+      // after) for every thread, and every warp is done with tile it - 1 (its slots are
+      // refilled below).
       if (it == 0) cp_wait<kSlots - 3>();
-      else cp_wait<2>();
+      else cp_wait<kAhead - 3>();
       fence_proxy_async();
       __syncthreads();
       auto kb = [&](int cb) -> uint32_t {
-        return s_ring + ((3 * it + cb / 3) & (kSlots - 1)) * kSub + (cb % 3) * kCB;
+        return s_ring + slot_of(3 * it + cb / 3) * kSub + (cb % 3) * kCB;
       };
-      float s[8];
-      t64_qk_issue(s, kb, s_q);
+      float s[SN];
+      t64_qk_issue<NH>(s, kb, s_q);
       if (it > 0) {
-        // Sub-stage 3 it + 5 is the last of tile it + 1, 3 it + 6 and + 7 the first two of
-        // tile it + 2.
-        load_sub(3 * it + kAhead, pga);
-        load_sub(3 * it + kAhead + 1, pgb);
-        load_sub(3 * it + kAhead + 2, pgb);
+        // Sub-stages 3 it + kAhead .. + 2: those below 3 it + 6 belong to tile it + 1
+        // (entries pga), the others to tile it + 2 (pgb).
+#pragma unroll
+        for (int x = 0; x < 3; x++) load_sub(3 * it + kAhead + x, kAhead + x < 6 ? pga : pgb);
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pga[q4] = pgb[q4];
         entries(btr, tb0 + stride * (it + 3), tend, pgb);
@@ -199,156 +229,23 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       // Online softmax down the token rows (log2 domain; tokens past the segment masked).
       const int tk = tb0 + stride * it + ta;
       const bool va = tk < tend, vb = tk + 8 < tend;
-      float mx[4];
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          s[4 * j + e] = va ? s[4 * j + e] * sl2 : -INFINITY;
-          s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * sl2 : -INFINITY;
-          float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-          mx[2 * j + e] = x;
-        }
-      if (gq == 0) {
-#pragma unroll
-        for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = mx[h];
-      }
-      __syncthreads();
-      float al[4];
-      bool grew = false;
-#pragma unroll
-      for (int h = 0; h < 4; h++) {
-        // Every tile holds a token below tend: the maximum over the 4 warps is finite.
-        const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
-        const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-        al[h] = ex2(m[h] - mn);
-        grew |= mn != m[h];
-        m[h] = mn;
-      }
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
-          const float pa = ex2(s[4 * j + e] - m[h]), pb = ex2(s[4 * j + 2 + e] - m[h]);
-          l[h] = l[h] * al[h] + pa + pb;
-          // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
-          st_shared_u16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
-          st_shared_u16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
-        }
-      if (grew)
-        each_o([&](int i, int j, int e) {
-          o[i][4 * j + e] *= al[2 * j + e];
-          o[i][4 * j + 2 + e] *= al[2 * j + e];
-        });
+      if constexpr (MK)
+        t64_softmax<true>(s, m, l, o, [&](int j, int e, int b) { return tk + 8 * b < tend_h[2 * j + e]; },
+                          [&](int, int) { return sl2; }, [](uint32_t a, float v) { st_shared_u16(a, v); }, s_red,
+                          s_p);
+      else
+        t64_softmax(s, m, l, o, [&](int, int, int b) { return b ? vb : va; }, [&](int, int) { return sl2; },
+                    [](uint32_t a, float v) { st_shared_u16(a, v); }, s_red, s_p);
       fence_proxy_async();
       __syncthreads(); // P^T complete
-      t64_pv(o, kb, s_p);
+      t64_pv<NH>(o, kb, s_p);
     }
-    cp_wait<0>();
-
-    // Row sums: the 8 lanes of a head column, then the 4 warps.
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
-    }
-    __syncthreads(); // every P.V done: the ring is free for the output staging; s_red free
-    if (gq == 0) {
-#pragma unroll
-      for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = l[h];
-    }
-    __syncthreads();
-    float inv[4], lsev[4];
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-      const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
-      const float lt = (v.x + v.y) + (v.z + v.w);
-      inv[h] = 1.f / lt;
-      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
-    }
-    // O^T / l into the staging rows [head][dim].
-    each_o([&](int i, int j, int e) {
-      float *row = s_stage + head_of(2 * j + e) * kOStr + 64 * i + ta;
-      row[0] = o[i][4 * j + e] * inv[2 * j + e];
-      row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-    });
-    const long long slot = (long long)r + p;
-    if (warp == 0 && gq == 0) {
-#pragma unroll
-      for (int h = 0; h < 4; h++) {
-        const int head = head_of(h);
-        if (head < nh) {
-          if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
-          else part_lse[slot * qh + h_begin + head] = lsev[h];
-        }
-      }
-    }
-    __syncthreads();
-    for (int id = tid; id < nh * (DV / 4); id += NT) {
-      const int head = id / (DV / 4), c4 = id - head * (DV / 4);
-      const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
-      if (nsplit == 1)
-        cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
-      else
-        *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
-    }
-    if (nsplit > 1 && counters != nullptr &&
-        cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
-      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, s_stage,
-                reinterpret_cast<float *>(sm + 9 * kQ16 + kOStageBytes));
-    __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
+    t64_finish<MK>(o, m, l, 1.f, s_red, s_stage, reinterpret_cast<float *>(sm + L::kStageAt + L::kStageBytes),
+                   s_last, out, lse, part_o, part_lse, counters, r, qh, h_begin, nh, pf, nsplit);
   };
 
-  int pg0[4], pg1[4], pga[4], pgb[4]; // entries of tiles 0, 1; then it + 1 and it + 2 of step it
-  if (ROW1) {
-    // One row (rows == 1, block_len 1): the entries of tiles p, p + P, p + 2P, p + 3P in
-    // flight with seq_len.
-    const int stride = 64 * P, tb0 = 64 * p;
-    entries(bt, tb0, cap, pg0);
-    entries(bt, tb0 + stride, cap, pg1);
-    entries(bt, tb0 + 2 * stride, cap, pga);
-    entries(bt, tb0 + 3 * stride, cap, pgb);
-    int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
-    len = len < 0 ? 0 : (len > cap ? cap : len);
-    const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
-    if (seq_lens != nullptr && g == 0 && p == 0 && tid == 0) {
-      // The metadata of the range schedule for the combine kernel: length, tile offset
-      // 0, T = ceil(len / 32) tiles, Pe ranges (row 0's partials in slots 0 .. Pe - 1).
-      int *mw = const_cast<int *>(meta);
-      mw[0] = len;
-      mw[1] = 0;
-      mw[2] = (len + TN - 1) / TN;
-      mw[3] = Pe;
-    }
-    if (p >= n64) {
-      if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
-      return;
-    }
-    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pga, pgb);
-  } else {
-    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
-                                                        causal);
-    const int *row_len = mb;
-    const int *ts = mb + rows;
-    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
-    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
-      cgrt_mla::Segment sg;
-      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
-      const int tok0 = sg.ja * TN;              // first token of this segment
-      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
-      const int *btr = bt + (long long)(r / bl) * mbps;
-      entries(btr, tok0, tend, pg0);
-      entries(btr, tok0 + 64, tend, pg1);
-      entries(btr, tok0 + 128, tend, pga);
-      entries(btr, tok0 + 192, tend, pgb);
-      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pga, pgb);
-    }
-  }
+  t64_walk<ROW1, int[4]>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl, seq_lens, cap,
+                         min_tiles, causal, s_meta, s_wsum);
 }
 
 } // namespace
@@ -360,4 +257,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64(CGRT_WG_
 // Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1(CGRT_WG_PARAMS) {
   split_t64<1>(CGRT_WG_ARGS);
+}
+// 17 to 32 query rows per CTA (wgmma N = 32): steps of any number of rows, and causal
+// verify blocks whose rows run together (MK above). (Steps of one row take
+// cgrt_mla_split_t64_row1 in groups of 16: kernels/mla/plan.c.)
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_n32(CGRT_WG_PARAMS) {
+  split_t64<0, 32>(CGRT_WG_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_n32_causal(CGRT_WG_PARAMS) {
+  split_t64<0, 32, true>(CGRT_WG_ARGS);
 }

@@ -42,7 +42,6 @@ namespace {
 
 using namespace cgrt_wg;
 using namespace cgrt_t64;
-using cgrt_mla::ex2;
 
 constexpr int kTile = 9 * kCB;   // an f16 tile (73728 bytes)
 constexpr int kF8Sub = 64 * 192; // an e4m3 sub-stage: 64 tokens x 192 bytes
@@ -54,7 +53,6 @@ static_assert(kOStageBytes + kMergeBatch * 16 * DV * 4 <= 2 * kTile + kF8Slots *
               "the output staging and the merge buffers fit over the tiles and the ring");
 static_assert(kBytes == CGRT_MLA_T64_FP8_SMEM, "the kernel table passes CGRT_MLA_T64_FP8_SMEM");
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
-static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
 
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
@@ -156,9 +154,8 @@ __device__ __forceinline__ void t64_pv_wait(float (&o)[8][8]) {
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
 }
 
-// ROW1 = 1 (cgrt_mla_split_t64_row1_fp8: steps of one row): CTA (g, p) of P takes the
-// 64-token tiles p, p + P, p + 2P, ... of the row, as cgrt_mla_split_t64_row1
-// (kernels/mla/split_t64.cu).
+// ROW1 = 1 (cgrt_mla_split_t64_row1_fp8: steps of one row): the tiles of t64_walk's ROW1
+// (kernels/mla/t64.cuh), as cgrt_mla_split_t64_row1.
 template <int ROW1>
 __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const bf16 *__restrict__ kv,
                                               const int *__restrict__ bt, const int *__restrict__ meta,
@@ -189,7 +186,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, t4 = lane & 3;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  const int g = blockIdx.x;
   const int h_begin = g * hg;
   const int h_end = min(h_begin + hg, qh);
   const int nh = h_end - h_begin; // 1..16
@@ -203,9 +200,8 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   // 192-byte slice (column blocks 3 c + b of sub-stage c, chunks 2 f4 and 2 f4 + 1).
   const int fr = tid >> 2, f4 = tid & 3;
   // Accumulator roles (m64n16): token rows ta = 16 warp + gq and ta + 8 of S^T; heads
-  // 8 j + 2 t4 + e (index 2 j + e below) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
+  // t64_head_of (kernels/mla/t64.cuh) of S^T and O^T; dims 64 i + 16 warp + gq (+ 8) of O^T.
   const int ta = 16 * warp + gq;
-  auto head_of = [&](int h) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }; // head of index h = 2 j + e
 
   // Block-table entries (row btr) of this thread's 2 e4m3 rows of the tile that starts at
   // token tb (0 at or past bound), read a step ahead of the copies that use them.
@@ -221,7 +217,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
   // in slots r + pf ..) or straight to out (nsplit == 1). pg0 .. pg3: the entries of
   // tiles 0-3.
-  auto segment = [&](int r, int tb0, int stride, int tend, int n, int pf, int nsplit, int (&pg0)[2],
+  auto segment = [&](int r, int tb0, int stride, int tend, int /*len*/, int n, int pf, int nsplit, int (&pg0)[2],
                      int (&pg1)[2], int (&pg2)[2], int (&pg3)[2]) {
     const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c (bytes 192 c .. 192 c + 191 of the token rows of tile i,
@@ -367,55 +363,13 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
       issue(3 * it + 9, pb);
       t64_qk_wait(s);
 
-      // Online softmax down the token rows (log2 domain; tokens past the segment masked).
+      // Online softmax down the token rows (log2 domain; tokens past the segment masked;
+      // S scaled back per head by s_qinv).
       const int tk = tb0 + stride * it + ta;
       const bool va = tk < tend, vb = tk + 8 < tend;
-      float mx[4];
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const float f = sl2 * s_qinv[8 * j + 2 * t4 + e];
-          s[4 * j + e] = va ? s[4 * j + e] * f : -INFINITY;
-          s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * f : -INFINITY;
-          float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-          x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-          mx[2 * j + e] = x;
-        }
-      if (gq == 0) {
-#pragma unroll
-        for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = mx[h];
-      }
-      __syncthreads();
-      float al[4];
-      bool grew = false;
-#pragma unroll
-      for (int h = 0; h < 4; h++) {
-        // Every tile holds a token below tend: the maximum over the 4 warps is finite.
-        const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
-        const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
-        al[h] = ex2(m[h] - mn);
-        grew |= mn != m[h];
-        m[h] = mn;
-      }
-#pragma unroll
-      for (int j = 0; j < 2; j++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
-          const float pa = ex2(s[4 * j + e] - m[h]), pb = ex2(s[4 * j + 2 + e] - m[h]);
-          l[h] = l[h] * al[h] + pa + pb;
-          // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
-          st_shared_f16(s_p + swz(head, 2 * warp) + 2 * gq, pa);
-          st_shared_f16(s_p + swz(head, 2 * warp + 1) + 2 * gq, pb);
-        }
-      if (grew)
-        each_o([&](int i, int j, int e) {
-          o[i][4 * j + e] *= al[2 * j + e];
-          o[i][4 * j + 2 + e] *= al[2 * j + e];
-        });
+      t64_softmax(s, m, l, o, [&](int, int, int b) { return b ? vb : va; },
+                  [&](int j, int e) { return sl2 * s_qinv[8 * j + 2 * t4 + e]; },
+                  [](uint32_t a, float v) { st_shared_f16(a, v); }, s_red, s_p);
       fence_proxy_async();
       __syncthreads(); // P^T complete
       t64_pv_issue(o, kb, s_p);
@@ -431,107 +385,13 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
         pb[rr] = pc[rr];
       }
     }
-    cp_wait<0>();
-
-    // Row sums: the 8 lanes of a head column, then the 4 warps.
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
-    }
-    __syncthreads(); // every P.V done: the ring is free for the output staging; s_red free
-    if (gq == 0) {
-#pragma unroll
-      for (int h = 0; h < 4; h++) s_red[head_of(h) * 4 + warp] = l[h];
-    }
-    __syncthreads();
-    float inv[4], lsev[4];
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-      const float4 v = *reinterpret_cast<const float4 *>(s_red + head_of(h) * 4);
-      const float lt = (v.x + v.y) + (v.z + v.w);
-      inv[h] = kv_scale / lt; // O = kv_scale sum p e / l
-      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
-    }
-    // O^T / l into the staging rows [head][dim].
-    each_o([&](int i, int j, int e) {
-      float *row = s_stage + head_of(2 * j + e) * kOStr + 64 * i + ta;
-      row[0] = o[i][4 * j + e] * inv[2 * j + e];
-      row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-    });
-    const long long slot = (long long)r + p;
-    if (warp == 0 && gq == 0) {
-#pragma unroll
-      for (int h = 0; h < 4; h++) {
-        const int head = head_of(h);
-        if (head < nh) {
-          if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
-          else part_lse[slot * qh + h_begin + head] = lsev[h];
-        }
-      }
-    }
-    __syncthreads();
-    for (int id = tid; id < nh * (DV / 4); id += NT) {
-      const int head = id / (DV / 4), c4 = id - head * (DV / 4);
-      const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
-      if (nsplit == 1)
-        cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
-      else
-        *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
-    }
-    if (nsplit > 1 && counters != nullptr &&
-        cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last))
-      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, s_stage,
-                reinterpret_cast<float *>(sm + 9 * kQ16 + kOStageBytes));
-    __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
+    // O = kv_scale sum p e / l.
+    t64_finish(o, m, l, kv_scale, s_red, s_stage, reinterpret_cast<float *>(sm + 9 * kQ16 + kOStageBytes), s_last,
+               out, lse, part_o, part_lse, counters, r, qh, h_begin, nh, pf, nsplit);
   };
 
-  int pg0[2], pg1[2], pg2[2], pg3[2]; // entries of tiles 0 .. 3 of a segment
-  if (ROW1) {
-    // One row (rows == 1, block_len 1): the entries of tiles p, p + P, p + 2P, p + 3P in
-    // flight with seq_len.
-    const int stride = 64 * P, tb0 = 64 * p;
-    entries(bt, tb0, cap, pg0);
-    entries(bt, tb0 + stride, cap, pg1);
-    entries(bt, tb0 + 2 * stride, cap, pg2);
-    entries(bt, tb0 + 3 * stride, cap, pg3);
-    int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
-    len = len < 0 ? 0 : (len > cap ? cap : len);
-    const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
-    if (seq_lens != nullptr && g == 0 && p == 0 && tid == 0) {
-      // The metadata of the range schedule for the combine kernel: length, tile offset
-      // 0, T = ceil(len / 32) tiles, Pe ranges (row 0's partials in slots 0 .. Pe - 1).
-      int *mw = const_cast<int *>(meta);
-      mw[0] = len;
-      mw[1] = 0;
-      mw[2] = (len + TN - 1) / TN;
-      mw[3] = Pe;
-    }
-    if (p >= n64) {
-      if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
-      return;
-    }
-    segment(0, tb0, stride, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pg2, pg3);
-  } else {
-    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
-                                                        causal);
-    const int *row_len = mb;
-    const int *ts = mb + rows;
-    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
-    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
-      cgrt_mla::Segment sg;
-      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
-      const int tok0 = sg.ja * TN;              // first token of this segment
-      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
-      const int *btr = bt + (long long)(r / bl) * mbps;
-      entries(btr, tok0, tend, pg0);
-      entries(btr, tok0 + 64, tend, pg1);
-      entries(btr, tok0 + 128, tend, pg2);
-      entries(btr, tok0 + 192, tend, pg3);
-      segment(r, tok0, 64, tend, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
-    }
-  }
+  t64_walk<ROW1, int[2]>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl, seq_lens, cap,
+                         min_tiles, causal, s_meta, s_wsum);
 }
 
 } // namespace

@@ -28,25 +28,42 @@ constexpr int kCB = 64 * 128;    // a column block of a tile (64 tokens x 128 B)
 constexpr int kP16 = 16 * 128;   // P^T: 16 heads x 64 tokens
 constexpr int kOStr = DV + 4;    // row stride (floats) of the output staging (no bank conflicts)
 
-// S^T = K . Q^T of one tile; kb(cb): shared address of column block cb (0..8) of the
-// tile. t64_qk_issue starts the product (wgmma: one commit group), t64_qk_wait waits.
-template <class KB>
-__device__ __forceinline__ void t64_qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
+// S^T = K . Q^T of one tile for NH = 16 or 32 query rows (heads) per CTA (s: NH / 2
+// accumulators a thread); kb(cb): shared address of column block cb (0..8) of the tile;
+// Q: 9 column blocks of NH rows x 128 B. t64_qk_issue starts the product (wgmma: one
+// commit group), t64_qk_wait waits.
+template <int NH = 16, class KB>
+__device__ __forceinline__ void t64_qk_issue(float (&s)[NH / 2], KB kb, uint32_t q_s) {
+  static_assert(NH == 16 || NH == 32, "16 or 32 query rows per CTA");
 #if CGRT_WG_HAS_WGMMA
   wg_fence();
 #pragma unroll
   for (int cb = 0; cb < 9; cb++) {
-    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * kQ16, 16, 1024);
+    const uint64_t da = make_desc(kb(cb), 16, 1024), db = make_desc(q_s + cb * (NH * 128), 16, 1024);
 #pragma unroll
-    for (int k4 = 0; k4 < 4; k4++) wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+    for (int k4 = 0; k4 < 4; k4++) {
+      if constexpr (NH == 16)
+        wgmma_m64n16_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+      else
+        wgmma_m64n32_kk(s, da + 2 * k4, db + 2 * k4, cb + k4 > 0);
+    }
   }
   wg_commit();
   fence_regs(s);
 #else
-  mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
+  if constexpr (NH == 16) {
+    mma_kk_sync(s, kb, [&](int cb) { return q_s + cb * kQ16; });
+  } else {
+    // Rows 16..31 of each Q column block start 16 rows (2048 bytes) in: the same swizzle.
+    float(&lo)[8] = *reinterpret_cast<float(*)[8]>(&s[0]);
+    float(&hi)[8] = *reinterpret_cast<float(*)[8]>(&s[8]);
+    mma_kk_sync(lo, kb, [&](int cb) { return q_s + cb * (NH * 128); });
+    mma_kk_sync(hi, kb, [&](int cb) { return q_s + cb * (NH * 128) + 16 * 128; });
+  }
 #endif
 }
-__device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
+template <int N>
+__device__ __forceinline__ void t64_qk_wait(float (&s)[N]) {
 #if CGRT_WG_HAS_WGMMA
   wg_wait<0>();
 #endif
@@ -60,6 +77,7 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[8]) {
 struct T64Bf16 {
 #if CGRT_WG_HAS_WGMMA
   static __device__ __forceinline__ void wg(float (&d)[8], uint64_t da, uint64_t db) { wgmma_m64n16_mk(d, da, db, 1); }
+  static __device__ __forceinline__ void wg(float (&d)[16], uint64_t da, uint64_t db) { wgmma_m64n32_mk(d, da, db, 1); }
 #else
   static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     mma16816(c, a, b0, b1);
@@ -68,11 +86,11 @@ struct T64Bf16 {
 };
 
 // O^T += V^T . P^T of one tile: M tile i = dims 64 i .. 64 i + 63 = column block i of the
-// tile, read MN-major; p_s = P^T (16 heads x 64 tokens, K-major). WAIT = 1: issued and
-// waited for. WAIT = 0 (wgmma): one commit group left in flight, o untouched until
-// t64_pv_wait; the fallback computes it all here either way.
-template <class Prod, int WAIT, class KB>
-__device__ __forceinline__ void t64_pv_run(float (&o)[8][8], KB kb, uint32_t p_s) {
+// tile, read MN-major; p_s = P^T (NH heads x 64 tokens, K-major; o: NH / 2 accumulators
+// per M tile). WAIT = 1: issued and waited for. WAIT = 0 (wgmma): one commit group left
+// in flight, o untouched until t64_pv_wait; the fallback computes it all here either way.
+template <class Prod, int WAIT, int NH = 16, class KB>
+__device__ __forceinline__ void t64_pv_run(float (&o)[8][NH / 2], KB kb, uint32_t p_s) {
 #pragma unroll
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
 #if CGRT_WG_HAS_WGMMA
@@ -91,8 +109,9 @@ __device__ __forceinline__ void t64_pv_run(float (&o)[8][8], KB kb, uint32_t p_s
   const int m4 = lane >> 3;
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
-    uint32_t b0, b1, b2, b3;
+    uint32_t b0, b1, b2, b3, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
     ldsm_x4(p_s + swz(br, kk * 2 + bc), b0, b1, b2, b3);
+    if constexpr (NH == 32) ldsm_x4(p_s + 16 * 128 + swz(br, kk * 2 + bc), b4, b5, b6, b7);
     const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -100,25 +119,29 @@ __device__ __forceinline__ void t64_pv_run(float (&o)[8][8], KB kb, uint32_t p_s
       ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
       Prod::mma(o[i], a, b0, b1);
       Prod::mma(o[i] + 4, a, b2, b3);
+      if constexpr (NH == 32) {
+        Prod::mma(o[i] + 8, a, b4, b5);
+        Prod::mma(o[i] + 12, a, b6, b7);
+      }
     }
   }
 #endif
 #pragma unroll
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
 }
-template <class KB>
-__device__ __forceinline__ void t64_pv(float (&o)[8][8], KB kb, uint32_t p_s) {
-  t64_pv_run<T64Bf16, 1>(o, kb, p_s);
+template <int NH = 16, class KB>
+__device__ __forceinline__ void t64_pv(float (&o)[8][NH / 2], KB kb, uint32_t p_s) {
+  t64_pv_run<T64Bf16, 1, NH>(o, kb, p_s);
 }
 
 // Calls f(i, j, e) for every O^T accumulator pair of a thread: o[i][4 j + e] and
-// o[i][4 j + 2 + e] (M tile i, head index 2 j + e, dims 8 apart).
-template <class F>
+// o[i][4 j + 2 + e] (M tile i, head index 2 j + e, dims 8 apart; NH heads per CTA).
+template <int NH = 16, class F>
 __device__ __forceinline__ void each_o(F f) {
 #pragma unroll
   for (int i = 0; i < 8; i++)
 #pragma unroll
-    for (int j = 0; j < 2; j++)
+    for (int j = 0; j < NH / 8; j++)
 #pragma unroll
       for (int e = 0; e < 2; e++) f(i, j, e);
 }
@@ -227,6 +250,240 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 #pragma unroll
     for (int k = 0; k < 16; k++) cgrt_mla::store_bf16x4(o + 32 * k, acc[k], inv);
     if (c == 0) lse[(long long)r * qh + h_begin + h] = m + logf(wsum);
+  }
+}
+
+
+// The head of accumulator index h = 2 j + e (0..3) of a thread of quad lane t4: heads
+// 8 j + 2 t4 + e of S^T and O^T (m64n16).
+__device__ __forceinline__ int t64_head_of(int h, int t4) { return 8 * (h >> 1) + 2 * t4 + (h & 1); }
+
+// The online softmax of one tile, down its token rows (log2 domain), in place on s (NH =
+// 2 SN heads per CTA, HN = NH / 4 head indices a thread): valid(j, e, b): whether token
+// row ta + 8 b of the thread counts for head index 2 j + e (others masked to -inf);
+// fac(j, e): the factor that takes S of head index 2 j + e to the log2 domain; the 4
+// warps' maxima through s_red ([NH heads][4 warps]); P^T stored through
+// store_p(shared address, value) into p_s; l and o rescaled. EMPTY (per-head lengths,
+// causal rows together): a head may have no token in the tile or before it; its maximum
+// stays -inf and its exponents are taken against 0, so its P, l and o stay 0. Without
+// EMPTY every tile holds a token of every head. Whole warpgroup; one __syncthreads
+// inside (the caller syncs before P^T is read).
+template <bool EMPTY = false, int SN, int HN, class Valid, class Fac, class StoreP>
+__device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], float (&l)[HN], float (&o)[8][SN],
+                                            Valid valid, Fac fac, StoreP store_p, float *s_red, uint32_t p_s) {
+  static_assert(SN == 2 * HN && (SN == 8 || SN == 16), "16 or 32 heads per CTA");
+  constexpr int NH = 2 * SN;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int gq = lane >> 2, t4 = lane & 3;
+  float mx[HN];
+#pragma unroll
+  for (int j = 0; j < NH / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const float f = fac(j, e);
+      s[4 * j + e] = valid(j, e, 0) ? s[4 * j + e] * f : -INFINITY;
+      s[4 * j + 2 + e] = valid(j, e, 1) ? s[4 * j + 2 + e] * f : -INFINITY;
+      float x = fmaxf(s[4 * j + e], s[4 * j + 2 + e]);
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
+      mx[2 * j + e] = x;
+    }
+  if (gq == 0) {
+#pragma unroll
+    for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + warp] = mx[h];
+  }
+  __syncthreads();
+  float al[HN], mz[HN];
+  bool grew = false;
+#pragma unroll
+  for (int h = 0; h < HN; h++) {
+    // Without EMPTY every tile holds a token below the segment's end: the maximum over
+    // the 4 warps is finite.
+    const float4 v = *reinterpret_cast<const float4 *>(s_red + t64_head_of(h, t4) * 4);
+    const float mn = fmaxf(m[h], fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+    if constexpr (EMPTY) {
+      mz[h] = mn == -INFINITY ? 0.f : mn; // no token yet: exponents against 0 (all 0)
+      al[h] = cgrt_mla::ex2(m[h] - mz[h]);
+    } else {
+      al[h] = cgrt_mla::ex2(m[h] - mn);
+    }
+    grew |= mn != m[h];
+    m[h] = mn;
+    if constexpr (!EMPTY) mz[h] = mn;
+  }
+#pragma unroll
+  for (int j = 0; j < NH / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int h = 2 * j + e, head = 8 * j + 2 * t4 + e;
+      const float pa = cgrt_mla::ex2(s[4 * j + e] - mz[h]), pb = cgrt_mla::ex2(s[4 * j + 2 + e] - mz[h]);
+      l[h] = l[h] * al[h] + pa + pb;
+      // P^T[head][token]: tokens ta (chunk 2 warp) and ta + 8 (chunk 2 warp + 1), element gq.
+      store_p(p_s + swz(head, 2 * warp) + 2 * gq, pa);
+      store_p(p_s + swz(head, 2 * warp + 1) + 2 * gq, pb);
+    }
+  if (grew)
+    each_o<NH>([&](int i, int j, int e) {
+      o[i][4 * j + e] *= al[2 * j + e];
+      o[i][4 * j + 2 + e] *= al[2 * j + e];
+    });
+}
+
+// The end of a segment of row r, after its last tile's products (whole warpgroup, NH =
+// 2 SN heads per CTA): waits for the copies still in flight, sums the rows, and writes
+// O^T x onum / l (onum: 1, or kv_scale for the FP8 kernels) and the LSE to out / lse
+// (nsplit == 1) or to partial slot r + p; under the counters strategy the CTA that arrives
+// last for the row merges it (t64_merge, 16 heads at a time). s_stage ([NH][kOStr] floats)
+// and the merge buffers (merge_buf) lie over the KV buffers, which are free here; ends
+// with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
+// without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
+// partial as 0).
+template <bool EMPTY = false, int SN, int HN>
+__device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
+                                           float *s_red, float *s_stage, float *merge_buf, int *s_last,
+                                           bf16 *__restrict__ out, float *__restrict__ lse,
+                                           float *__restrict__ part_o, float *__restrict__ part_lse,
+                                           unsigned *__restrict__ counters, int r, int qh, int h_begin, int nh,
+                                           int pf, int nsplit) {
+  constexpr int NH = 2 * SN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * warp + gq;
+  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  cgrt_mla::cp_wait<0>();
+
+  // Row sums: the 8 lanes of a head column, then the 4 warps.
+#pragma unroll
+  for (int h = 0; h < HN; h++) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
+  }
+  __syncthreads(); // every P.V done: the KV buffers are free for the output staging; s_red free
+  if (gq == 0) {
+#pragma unroll
+    for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + warp] = l[h];
+  }
+  __syncthreads();
+  float inv[HN], lsev[HN];
+#pragma unroll
+  for (int h = 0; h < HN; h++) {
+    const float4 v = *reinterpret_cast<const float4 *>(s_red + t64_head_of(h, t4) * 4);
+    const float lt = (v.x + v.y) + (v.z + v.w);
+    if constexpr (EMPTY) {
+      inv[h] = lt > 0.f ? onum / lt : 0.f;
+      lsev[h] = lt > 0.f ? (m[h] + __log2f(lt)) * 0.6931471805599453f : -INFINITY;
+    } else {
+      inv[h] = onum / lt;
+      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
+    }
+  }
+  // O^T / l into the staging rows [head][dim].
+  each_o<NH>([&](int i, int j, int e) {
+    float *row = s_stage + t64_head_of(2 * j + e, t4) * kOStr + 64 * i + ta;
+    row[0] = o[i][4 * j + e] * inv[2 * j + e];
+    row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
+  });
+  const long long slot = (long long)r + p;
+  if (warp == 0 && gq == 0) {
+#pragma unroll
+    for (int h = 0; h < HN; h++) {
+      const int head = t64_head_of(h, t4);
+      if (head < nh) {
+        if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
+        else part_lse[slot * qh + h_begin + head] = lsev[h];
+      }
+    }
+  }
+  __syncthreads();
+  for (int id = tid; id < nh * (DV / 4); id += NT) {
+    const int head = id / (DV / 4), c4 = id - head * (DV / 4);
+    const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
+    if (nsplit == 1)
+      cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
+    else
+      *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
+  }
+  if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last)) {
+    t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
+              merge_buf);
+    if (NH > 16 && nh > 16)
+      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
+                s_stage + 16 * kOStr, merge_buf);
+  }
+  __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
+}
+
+// The KV range walk of the t64 kernels (bf16 and FP8): which row segments CTA (g, p)
+// runs, in order, and the block-table entries of each segment's first four tiles.
+//   entries(btr, tb, bound, pg): the kernel's block-table entries (PG: its array type) of
+//     its copy rows of the 64-token tile at token tb of block-table row btr (0 at or past
+//     bound);
+//   segment(r, tb0, stride, tend, len, n, pf, nsplit, pg0, pg1, pg2, pg3): row r's n
+//     tiles at tokens tb0, tb0 + stride, ..., its tokens ending at tend, len the row's
+//     length, partial slots from r + pf (nsplit of them; 1: straight to out), pg0 .. pg3
+//     the entries of tiles 0-3.
+// ROW1 = 0: the ranges of the schedule (the fused one for steps of up to NT rows, else
+// meta), segments of 64-token tiles from each segment's first token. ROW1 = 1 (steps of
+// one row, rows == 1, block_len 1): CTA (g, p) of P takes the 64-token tiles p, p + P,
+// p + 2P, ... of the row, so the block-table entries of its first four tiles do not
+// depend on seq_len: they are read together with seq_len (bounded by cap, the block
+// table's columns), which takes one dependent round trip off the chain seq_len ->
+// entries -> KV of a one-row step. The ranges in use are Pe = min(P, ceil(len / 64))
+// (the schedule's count with CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the
+// combine kernel and the metadata are those of the range schedule (CTA (0, 0) writes
+// them when seq_lens is given). The C reference (kernels/mla/ref.c) takes the same tiles.
+template <int ROW1, class PG, class Entries, class Seg>
+__device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int *__restrict__ bt,
+                                         const int *__restrict__ meta, bf16 *__restrict__ out,
+                                         float *__restrict__ lse, int rows, int qh, int h_begin, int h_end, int P,
+                                         int mbps, int bl, const int *__restrict__ seq_lens, int cap, int min_tiles,
+                                         int causal, int *s_meta, int *s_wsum) {
+  static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
+  const int g = blockIdx.x, p = blockIdx.y;
+  PG pg0, pg1, pg2, pg3; // entries of tiles 0 .. 3 of a segment
+  if (ROW1) {
+    // The entries of tiles p, p + P, p + 2P, p + 3P in flight with seq_len.
+    const int stride = 64 * P, tb0 = 64 * p;
+    entries(bt, tb0, cap, pg0);
+    entries(bt, tb0 + stride, cap, pg1);
+    entries(bt, tb0 + 2 * stride, cap, pg2);
+    entries(bt, tb0 + 3 * stride, cap, pg3);
+    int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
+    if (seq_lens != nullptr && g == 0 && p == 0 && threadIdx.x == 0) {
+      // The metadata of the range schedule for the combine kernel: length, tile offset
+      // 0, T = ceil(len / 32) tiles, Pe ranges (row 0's partials in slots 0 .. Pe - 1).
+      int *mw = const_cast<int *>(meta);
+      mw[0] = len;
+      mw[1] = 0;
+      mw[2] = (len + TN - 1) / TN;
+      mw[3] = Pe;
+    }
+    if (p >= n64) {
+      if (len == 0 && p == 0) cgrt_mla::zero_padding_rows<NT>(&len, out, lse, 1, qh, h_begin, h_end, 0, 1);
+      return;
+    }
+    segment(0, tb0, stride, len, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pg2, pg3);
+  } else {
+    const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
+                                                 causal);
+    const int *row_len = mb;
+    const int *ts = mb + rows;
+    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
+    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
+      cgrt_mla::Segment sg;
+      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
+      const int tok0 = sg.ja * TN;              // first token of this segment
+      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
+      const int *btr = bt + (long long)(r / bl) * mbps;
+      entries(btr, tok0, tend, pg0);
+      entries(btr, tok0 + 64, tend, pg1);
+      entries(btr, tok0 + 128, tend, pg2);
+      entries(btr, tok0 + 192, tend, pg3);
+      segment(r, tok0, 64, tend, sg.len, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
+    }
   }
 }
 

@@ -172,6 +172,20 @@ __device__ __forceinline__ void wgmma_m64n32_kk(float (&d)[16], uint64_t da, uin
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// D[64 x 32] (+)= A[64 x 16] . B[16 x 32], A MN-major (the 64 rows of A are the
+// contiguous columns of a shared-memory block), B K-major (kernels/mla/split_t64.cu with
+// 32 query rows: O^T += V^T . P^T).
+__device__ __forceinline__ void wgmma_m64n32_mk(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+      "}, %16, %17, p, 1, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
 // Registers per thread of the calling warpgroup (sm_90a; every thread of it calls).
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {

@@ -3,8 +3,8 @@
 // (cgrt_mla_options.causal: row i of a block sees seq_len - (k - 1 - i) tokens, at least
 // 0), on both paths of the plan: the rows apart (one row per CTA row, kv_shared 0) and a
 // block's rows together (kv_shared 1: up to 64 query rows = block rows x heads of one
-// request per CTA, cgrt_mla_split_m64_ws, or cgrt_mla_split_m64_ws_causal for causal
-// rows). Heads 16/32/64/128 and a generic count, k 1..8, page sizes 16/32/64, ragged and
+// request per CTA: cgrt_mla_split_t64_n32 / _n32_causal up to 32 query rows,
+// cgrt_mla_split_m64_ws / _ws_causal above; the _causal kernels for causal rows). Heads 16/32/64/128 and a generic count, k 1..8, page sizes 16/32/64, ragged and
 // zero lengths (shorter than the block too), padding rows, both merges and AUTO, steps
 // smaller than the plan, and every launch bitwise equal (check() launches twice).
 #include "tests/mla/mla_harness.h"
@@ -29,7 +29,7 @@ class MlaBlock : public Harness {
   // at least CGRT_MLA_SHARE_MIN_ROWS query rows (16 heads: from k = 2).
   static int expect_shared(int k, int q) {
     if (k < 2 || k * q < CGRT_MLA_SHARE_MIN_ROWS) return 0;
-    const int tile = q <= 8 ? 8 : (q <= 32 ? 16 : 64);
+    const int tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? 32 : 64));
     const int t = std::min(q, tile);
     const int hg = q % t == 0 ? t : 16;
     const int groups = (q + hg - 1) / hg;
@@ -41,7 +41,8 @@ class MlaBlock : public Harness {
     const int shared = expect_shared(c.block_len, q);
     EXPECT_EQ(last_info_.kv_shared, shared) << what;
     if (shared) {
-      const std::string k = c.causal ? "cgrt_mla_split_m64_ws_causal" : "cgrt_mla_split_m64_ws";
+      const std::string k = std::string(c.block_len * q <= 32 ? "cgrt_mla_split_t64_n32" : "cgrt_mla_split_m64_ws") +
+                            (c.causal ? "_causal" : "");
       EXPECT_EQ(std::string(last_info_.split_kernel), k) << what;
       EXPECT_EQ(last_info_.heads_per_cta, std::min(64, c.block_len * q)) << what;
     }

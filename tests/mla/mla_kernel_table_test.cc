@@ -59,11 +59,11 @@ TEST(MlaKernelTable, EveryRowHasItsReference) {
   EXPECT_EQ(combines, 1);
 }
 
-// Every count of heads per CTA that the head rule gives (1..16, and 48 or 64 for more
+// Every count of heads per CTA that the head rule gives (1..32, and 48 or 64 for more
 // than 32 query heads) has a split kernel for every page size; the one-row role is
 // optional.
 TEST(MlaKernelTable, SplitRowsCoverTheHeadRule) {
-  for (int hg : {1, 2, 4, 8, 16, 48, 64})
+  for (int hg : {1, 2, 4, 8, 16, 17, 24, 32, 48, 64})
     for (int ps : {16, 32, 64}) {
       int n = 0;
       for (const cgrt__mla_kernel &k : kTable)

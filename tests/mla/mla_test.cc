@@ -331,8 +331,8 @@ TEST_F(Mla, RetiredKnobsInTheEnvironmentChangeNothing) {
 TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
   struct {
     int heads, fast, per_cta;
-  } rule[] = {{1, 1, 1},   {8, 1, 8},   {16, 1, 16}, {24, 0, 16}, {32, 1, 16},
-              {48, 1, 48}, {64, 1, 64}, {96, 0, 16}, {128, 1, 64}, {20, 0, 16}};
+  } rule[] = {{1, 1, 1},   {8, 1, 8},   {16, 1, 16}, {24, 1, 24}, {32, 1, 32},
+              {48, 1, 48}, {64, 1, 64}, {96, 0, 16}, {128, 1, 64}, {20, 1, 20}, {12, 1, 12}};
   for (auto &x : rule) {
     cgrt_mla_plan_info info;
     cgrt_mla_plan *p = plan_with_info(x.heads, 8, CGRT_MLA_COMBINE_AUTO, &info);
@@ -342,7 +342,9 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
     EXPECT_EQ(info.head_groups, (x.heads + x.per_cta - 1) / x.per_cta) << x.heads;
     // The split kernel is the table's for that many heads per CTA.
     ASSERT_NE(info.split_kernel, nullptr);
-    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 16 ? "cgrt_mla_split_m64_ws" : "cgrt_mla_split_t64")
+    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 32   ? "cgrt_mla_split_m64_ws"
+                                              : x.per_cta > 16 ? "cgrt_mla_split_t64_n32"
+                                                               : "cgrt_mla_split_t64")
         << x.heads;
     cgrt_mla_plan_destroy(p);
   }

@@ -103,7 +103,7 @@ TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
     cgrt_mla_plan_info info;
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
-    const bool m64 = info.heads_per_cta > 16;
+    const bool m64 = info.heads_per_cta > 32;
     EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_ws", m64) << h << ": " << info.split_kernel;
     cgrt_mla_plan_destroy(p);
   }
