@@ -518,13 +518,7 @@ def host_probe(eng, iters=2000):
     almost nothing in C (the CPU's own speed and noise at that moment), the load average,
     the core the process runs on and its clock (/proc/cpuinfo), the voluntary and
     involuntary context switches of the process during the point."""
-    f, h = cg.cgrt.lib.cgrt_graphs_bucket_rows, eng.decode_set.handle
-    us = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        f(h, 0, 1)
-        us.append((time.perf_counter() - t0) * 1e6)
-    s = summarize_ms(us)
+    s = ctypes_call_us(eng, iters)
     res = {"ctypes_call_us_p50": s["p50"], "ctypes_call_us_p99": s["p99"]}
     try:
         res["loadavg"] = open("/proc/loadavg").read().split()[:3]
@@ -539,17 +533,22 @@ def host_probe(eng, iters=2000):
     return res
 
 
-def ctypes_floor_us(eng, iters=2000):
-    """p50 of a ctypes call of the decode set that does almost nothing in C
-    (cgrt_graphs_bucket_rows): subtracted from cgrt_raw's host time, it estimates the
-    C call's own host time (cgrt_graphs_step: patching and launch)."""
+def ctypes_call_us(eng, iters=2000):
+    """Host time (us; summarize_ms of the samples) of a ctypes call of the decode set that
+    does almost nothing in C (cgrt_graphs_bucket_rows)."""
     f, h = cg.cgrt.lib.cgrt_graphs_bucket_rows, eng.decode_set.handle
     us = []
     for _ in range(iters):
         t0 = time.perf_counter()
         f(h, 0, 1)
         us.append((time.perf_counter() - t0) * 1e6)
-    return summarize_ms(us)["p50"]
+    return summarize_ms(us)
+
+
+def ctypes_floor_us(eng, iters=2000):
+    """p50 of ctypes_call_us: subtracted from a raw step's host time, it estimates the C
+    call's own host time (cgrt_graphs_step: patching and launch)."""
+    return ctypes_call_us(eng, iters)["p50"]
 
 
 HOST_P99_TARGET_US = 40.0
