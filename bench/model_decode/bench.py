@@ -41,7 +41,11 @@ perf_counter around the host part; sync_step_ms = perf_counter from before the h
 to when the host sees the step's end (what an engine waiting for tokens sees). Headline
 figures are p50 and p99 over ALL timed steps of a method (--iters, in --rounds rounds
 interleaved with the other methods so drifts and bursts of host noise hit all alike);
-each round's host p50 and the quietest one (best_round_p50) are secondary fields. Per
+each round's host p50 and the quietest one (best_round_p50) are secondary fields.
+With --profile-kernels (the final run), each point also records kernel_profile: per method
+the GPU kernels of a step (torch.profiler), their summed time, the span from the first
+kernel's start to the last one's end (span - sum: the gaps between kernels) and the
+kernels by name. Per
 point, host_probe records the host right after the rounds (a near-empty ctypes call's
 p50/p99, load average, core, clock, context switches); ratios gives cgrt over each torch
 method (GPU p50 and synchronous step p50). Python's garbage collector is off while steps
@@ -787,11 +791,61 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                 chk["eager_unpadded_max_hidden_diff"] = float((c_h.float() - eager_out["out_hidden"][:n].float()).abs().max())
                 chk["eager_unpadded_token_agreement"] = float((c_tok == eager_out["out_tokens"][:n]).float().mean())
                 pt["checks"] = chk
+            if args.profile_kernels and not be.emulated and time.perf_counter() < deadline:
+                fns = [("cgrt_prepared", lambda i: preps[i % RING](n))]
+                fns += [(t.name, (lambda t, Bt: lambda i: t.step(ring[i % RING], Bt))(t, t.bucket(n))) for t in tgs]
+                pt["kernel_profile"] = kernel_profile(fns)
             pt["kv_bytes_read_per_step"] = n * ctx * cfg.latent * 2 * cfg.layers
             points.append(pt)
             out["points"] = points
             write(out, args.out)
     return points
+
+
+def kernel_profile(fns, steps=5):
+    """GPU kernels of each method's step (torch.profiler, CUPTI; graph kernels included):
+    per method the kernels and their summed time per step, the span from the first
+    kernel's start to the last one's end per step (span - sum: gaps between kernels), and
+    the kernels by name (time and count per step), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    res = {}
+    for name, fn in fns:
+        for i in range(2):
+            fn(i)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(steps):
+                fn(i)
+                torch.cuda.synchronize()
+        evs = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")
+               and getattr(e, "time_range", None) is not None]
+        evs = [e for e in evs if not e.name.startswith(("Memcpy", "Memset", "cudaStream", "cudaGraph"))]
+        evs.sort(key=lambda e: e.time_range.start)
+        by = {}
+        for e in evs:
+            d = by.setdefault(e.name, [0.0, 0])
+            d[0] += e.time_range.elapsed_us()
+            d[1] += 1
+        total = sum(v[0] for v in by.values())
+        # steps are separated by a synchronize: a gap over 200 us starts a new step
+        spans, t0, t1 = [], None, None
+        for e in evs:
+            if t0 is None or e.time_range.start - t1 > 200:
+                if t0 is not None:
+                    spans.append(t1 - t0)
+                t0 = e.time_range.start
+            t1 = e.time_range.end if t1 is None else max(t1, e.time_range.end)
+        if t0 is not None:
+            spans.append(t1 - t0)
+        top = sorted(by.items(), key=lambda kv: -kv[1][0])[:30]
+        res[name] = {"steps": steps, "kernels_per_step": len(evs) / steps, "kernel_us_per_step": total / steps,
+                     "span_us_per_step": (sum(spans) / len(spans)) if spans else None, "spans_found": len(spans),
+                     "by_name": [{"name": k[:120], "us_per_step": v[0] / steps, "count_per_step": v[1] / steps}
+                                 for k, v in top]}
+        r = res[name]
+        say(f"  profile {name}: {r['kernels_per_step']:.0f} kernels, {r['kernel_us_per_step']:.1f} us of kernels, "
+            f"span {r['span_us_per_step'] or 0:.1f} us per step")
+    return res
 
 
 def _spec_state(eng, n, ctx, rng):
@@ -1110,6 +1164,8 @@ def main(argv=None):
     p.add_argument("--eager-iters", type=int, default=6)
     p.add_argument("--point-seconds", type=float, default=None,
                    help="optional cap: timed seconds per method and point (quick runs; default none)")
+    p.add_argument("--profile-kernels", action="store_true",
+                   help="per point, the GPU kernels of each method's step (torch.profiler): pt.kernel_profile")
     p.add_argument("--no-spec", action="store_true", help="skip the speculative-decoding part (quick runs)")
     p.add_argument("--spec-batches", default=None, help="default 1,8,32")
     p.add_argument("--spec-iters", type=int, default=10)

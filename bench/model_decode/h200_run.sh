@@ -59,7 +59,7 @@ case "$what" in
     F=$OUT/final
     mkdir -p "$F"
     part bench 420 python3 bench/model_decode/bench.py --out "$F" --deadline 330 --spec-seconds 60 \
-      --rounds 6 --iters 300 --eager-iters 3
+      --rounds 6 --iters 300 --eager-iters 3 --profile-kernels
     mv "$OUT"/*.log "$F/" 2>/dev/null
     cp "$OUT/summary.txt" "$F/"
     tar -C "$OUT" -czf "$OUT/final.tgz" final && rm -rf "$F"
