@@ -20,9 +20,12 @@ frequency governor and idle states (sysfs) and which core the process runs on.
 """
 import argparse
 import ctypes
+import datetime
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -58,6 +61,26 @@ def cpu_state():
             "nproc": os.cpu_count()}
 
 
+def meta():
+    """GPU, driver, date, commit and command of this run (the commit from CGRT_BENCH_COMMIT,
+    as bench.py, else git)."""
+    try:
+        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        drv = None
+    commit = os.environ.get("CGRT_BENCH_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    return {"gpu": torch.cuda.get_device_name(), "driver": drv, "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit, "command": "python3 " + " ".join(sys.argv)}
+
+
 def nonvol():
     with open("/proc/self/status") as f:
         for line in f:
@@ -91,8 +114,8 @@ def main():
     squery = cuda["cuStreamQuery"]
     squery.restype, squery.argtypes = ctypes.c_int, None
     stream = ctypes.c_void_p(s.cuda_stream)
-    out = {"cpu": cpu_state(), "cycles_per_ms": cyc_per_ms, "nodes": a.nodes, "iters": a.iters,
-           "device": torch.cuda.get_device_name(), "rows": []}
+    out = {"benchmark": "host_wake", "meta": meta(), "cpu": cpu_state(), "cycles_per_ms": cyc_per_ms,
+           "nodes": a.nodes, "iters": a.iters, "rows": []}
     evq = torch.cuda.Event()
     for D in [float(v) for v in a.steps_ms.split(",")]:
         g = torch.cuda.CUDAGraph(keep_graph=True)
