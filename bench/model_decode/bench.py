@@ -42,7 +42,9 @@ to when the host sees the step's end (what an engine waiting for tokens sees). H
 figures are p50 and p99 over ALL timed steps of a method (--iters, in --rounds rounds
 interleaved with the other methods so drifts and bursts of host noise hit all alike);
 each round's host p50 and the quietest one (best_round_p50) are secondary fields.
-With --profile-kernels (the final run), each point also records kernel_profile: per method
+With --profile-kernels (the final run), each point also records kernel_profile, taken after
+every point's timed steps (a profiled process keeps CUPTI attached, and every later launch
+costs more on the host; the GPU figures are those of the timed steps): per method
 the GPU kernels of a step (torch.profiler), their summed time, the span from the first
 kernel's start to the last one's end (span - sum: the gaps between kernels) and the
 kernels by name. Per
@@ -654,6 +656,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
     floor_us = ctypes_floor_us(eng)
     out["ctypes_floor_us_p50"] = floor_us
     host_bt = bt_static.cpu()
+    to_profile = []  # (point, step functions): --profile-kernels, after the timed points
     eager_out = {"out_tokens": torch.zeros_like(eng.dec["out_tokens"]),
                  "out_hidden": torch.zeros_like(eng.dec["out_hidden"])}
     for ctx in args.contexts:
@@ -791,14 +794,22 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                 chk["eager_unpadded_max_hidden_diff"] = float((c_h.float() - eager_out["out_hidden"][:n].float()).abs().max())
                 chk["eager_unpadded_token_agreement"] = float((c_tok == eager_out["out_tokens"][:n]).float().mean())
                 pt["checks"] = chk
-            if args.profile_kernels and not be.emulated and time.perf_counter() < deadline:
-                fns = [("cgrt_prepared", lambda i: preps[i % RING](n))]
-                fns += [(t.name, (lambda t, Bt: lambda i: t.step(ring[i % RING], Bt))(t, t.bucket(n))) for t in tgs]
-                pt["kernel_profile"] = kernel_profile(fns)
+            if args.profile_kernels and not be.emulated:
+                # profiled after every point is timed: once the profiler has run, CUPTI stays
+                # attached to the process and every later launch pays for it on the host
+                fns = [("cgrt_prepared", (lambda preps, n: lambda i: preps[i % RING](n))(preps, n))]
+                fns += [(t.name, (lambda t, Bt, ring: lambda i: t.step(ring[i % RING], Bt))(t, t.bucket(n), ring))
+                        for t in tgs]
+                to_profile.append((pt, fns))
             pt["kv_bytes_read_per_step"] = n * ctx * cfg.latent * 2 * cfg.layers
             points.append(pt)
             out["points"] = points
             write(out, args.out)
+    for pt, fns in to_profile:  # after all timed steps (see above)
+        say(f"kernel profile batch {pt['batch']} ctx {pt['context']}")
+        pt["kernel_profile"] = kernel_profile(fns)
+    if to_profile:
+        write(out, args.out)
     return points
 
 
