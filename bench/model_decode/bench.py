@@ -41,7 +41,13 @@ perf_counter around the host part; sync_step_ms = perf_counter from before the h
 to when the host sees the step's end (what an engine waiting for tokens sees). Headline
 figures are p50 and p99 over ALL timed steps of a method (--iters, in --rounds rounds
 interleaved with the other methods so drifts and bursts of host noise hit all alike);
-each round's host p50 and the quietest one (best_round_p50) are secondary fields. Per
+each round's host p50 and the quietest one (best_round_p50) are secondary fields.
+With --profile-kernels (the final run), each point also records kernel_profile, taken after
+every point's timed steps (a profiled process keeps CUPTI attached, and every later launch
+costs more on the host; the GPU figures are those of the timed steps): per method
+the GPU kernels of a step (torch.profiler), their summed time, the span from the first
+kernel's start to the last one's end (span - sum: the gaps between kernels) and the
+kernels by name. Per
 point, host_probe records the host right after the rounds (a near-empty ctypes call's
 p50/p99, load average, core, clock, context switches); ratios gives cgrt over each torch
 method (GPU p50 and synchronous step p50). Python's garbage collector is off while steps
@@ -52,14 +58,17 @@ kernels included) and the torch methods' step captured into a kept graph (nodes 
 cuGraphGetNodes) for the measured batches.
 
 Capture: the whole bucket set (vLLM's sizes 1, 2, 4, 8, 16, 24, ... up to max_num_seqs),
-after one untimed eager step at the largest size, at equal policies: one eager warm-up
-before each bucket on both sides (cgrt warmup_once=0; torch: eager run, synchronize,
-torch.cuda.graph(pool=shared), as vLLM does, gc.collect and empty_cache off), and one
-warm-up for the set on both sides (cgrt's default: before the largest bucket; torch: before
-the first capture only); capture.equal_policies gives both ratios. cgrt's wall clock
-covers warm-ups, captures, index, instantiation (on its worker thread, overlapped with the
-next capture) and upload; torch's covers warm-ups, captures and instantiation. Graph
-memory per bucket: cgrt's private pool growth, memory nodes and patch tables; torch's pool.
+after one untimed eager step at every bucket size (the step's lazy initialisation per shape
+is paid by nobody), at equal policies: one eager warm-up before each bucket on both sides
+(cgrt warmup_once=0; torch: eager run, synchronize, torch.cuda.graph(pool=shared), as vLLM
+does, gc.collect and empty_cache off), and one warm-up for the set on both sides (cgrt's
+default: before the largest bucket; torch: before the first capture only). Each of the
+four is sampled CAPTURE_REPS times in alternating order (cgrt first, then torch first) in
+pools of their own; capture.equal_policies gives the medians' ratios, samples_seconds
+every sample. cgrt's wall clock covers warm-ups, captures, index, instantiation (on its
+worker thread, overlapped with the next capture) and upload; torch's covers warm-ups,
+captures and instantiation. Graph memory per bucket: cgrt's private pool growth, memory
+nodes and patch tables; torch's pool.
 
 KV cache sizing: 128 requests x 32K tokens x 576 x 2 bytes is 4.9 GB per layer, 132 GB
 for 27 layers: too much with the weights. The benchmark allocates as many distinct
@@ -85,6 +94,7 @@ import gc
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -308,31 +318,70 @@ def _breakdown(gs, wall):
                     "Python and the part of the back half that does not overlap"}
 
 
-def capture_bench(be, eng, stream, bt_static):
-    """Capture of the bucket set, cgrt against torch.cuda.graph, and graph memory per
-    bucket. Order: one untimed eager step at the largest size first (the process's lazy
-    initialisation is paid by nobody), then cgrt's variants, then torch's."""
+CAPTURE_REPS = 3  # samples per capture policy and side, in alternating order
+
+
+def _capture_samples(be, eng, stream, bt_static, reps, kept):
+    """Wall seconds of the whole bucket set's capture under both warm-up policies on both
+    sides, REPS samples each. Every lazy initialisation of the step is paid before (one
+    untimed eager step at every bucket size: Triton specialisations, cuBLAS heuristics,
+    allocator blocks), and the order alternates per repetition (cgrt first in even ones,
+    torch first in odd ones), so neither side pays for coming first. Each sample captures
+    into a pool of its own that is given back (and the cache emptied) after it, outside the
+    timed part; `kept` holds the sets the rest of the benchmark uses (the first repetition's
+    cgrt default set, as the engine's decode set, and the first torch per-bucket set)."""
+    samples = {"cgrt_each": [], "torch_each": [], "cgrt_once": [], "torch_once": []}
+    for r in range(reps):
+        order = ("cgrt_each", "torch_each", "cgrt_once", "torch_once")
+        if r % 2:
+            order = ("torch_each", "cgrt_each", "torch_once", "cgrt_once")
+        for name in order:
+            keep = r == 0 and name in ("cgrt_once", "torch_each")
+            if name == "cgrt_once" and keep:
+                secs = eng.capture_decode(account_pool=True)
+                kept["cgrt_default"] = secs
+            elif name.startswith("cgrt"):
+                gs, secs = _cgrt_capture(eng, torch_pool=None, warmup_once=int(name == "cgrt_once"))
+                if r == 0:
+                    kept["warmup_each" if name == "cgrt_each" else "once_sample"] = _breakdown(gs, secs)
+                gs.close()
+            else:
+                tg = TorchGraphs(eng, eng.decode_sizes, stream)
+                secs = tg.capture(bt_static, warmup="each" if name == "torch_each" else "first")
+                if keep:
+                    kept["torch"] = tg
+                del tg
+            samples[name].append(secs)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # every sample's pool back, outside every timed part
+            say(f"capture sample {r}: {name} {secs:.3f} s")
+    return samples
+
+
+def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
+    """Capture of the bucket set, cgrt against torch.cuda.graph at equal warm-up policies
+    (_capture_samples), and graph memory per bucket."""
     names = ("token_ids", "req_seq_lens", "req_positions", "block_table")
-    eng.eager_decode({k: eng.dec[k] for k in names}, 1, eng.S)
+    sizes = eng.decode_sizes if not be.emulated else eng.decode_sizes[:1]
+    for B in sizes:  # untimed: the step's lazy initialisation at every bucket size
+        eng.eager_decode({k: eng.dec[k] for k in names}, 1, B)
     be.synchronize()
-    cap = {"sizes": eng.decode_sizes, "order": "untimed eager step; cgrt with a warm-up per bucket (a pool of "
-           "its own, closed after); the cgrt default the benchmark uses (one warm-up); torch per-bucket warm-up; "
-           "torch one warm-up"}
-    variants = {}
-    if not be.emulated:
-        for name, kw in (("warmup_each", dict(warmup_once=0)),):
-            # a pool of their own, given back at close (the engine's shared pool stays for its sets)
-            gs, wall = _cgrt_capture(eng, torch_pool=None, **kw)
-            variants[name] = _breakdown(gs, wall)
-            gs.close()
-            say(f"cgrt capture ({name}): {wall:.3f} s")
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()  # the variants' pools, outside every timed part
-    # the set the benchmark uses: warm-up once, instantiation on cgrt's worker thread
+    cap = {"sizes": eng.decode_sizes, "reps": reps,
+           "order": "untimed eager step at every bucket size; then per repetition the four captures "
+           "(cgrt warm-up per bucket, torch warm-up per bucket, cgrt one warm-up, torch one warm-up), "
+           "cgrt first in even repetitions and torch first in odd ones; each sample in a pool of its own, "
+           "given back after it"}
+    variants, kept = {}, {}
     gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
     r0 = torch.cuda.memory_reserved() if not be.emulated else None
     f0 = free_bytes() if not be.emulated else None
-    secs = eng.capture_decode(account_pool=True)
+    if be.emulated:
+        kept["cgrt_default"] = eng.capture_decode(account_pool=True)
+        samples = None
+    else:
+        samples = _capture_samples(be, eng, stream, bt_static, reps, kept)
+        variants["warmup_each"] = kept["warmup_each"]
+    secs = kept["cgrt_default"]
     f1 = free_bytes() if not be.emulated else None
     r1 = torch.cuda.memory_reserved() if not be.emulated else None
     gs = eng.decode_set
@@ -372,46 +421,41 @@ def capture_bench(be, eng, stream, bt_static):
                        "executable like every node's parameters, on both sides). pool_bytes: the pool's segments "
                        "(torch.cuda.memory_snapshot) after the capture, minus before. graph_memory_total: "
                        "pool + memory nodes + cgrt tables. driver_side_bytes: free device memory lost "
-                       "across the capture minus torch's reserved growth: executable graphs' driver "
-                       "storage plus cgrt's tables (no API reports the executables' storage exactly)"}
+                       "across the capture sequence minus torch's reserved growth (the kept sets: executable "
+                       "graphs' driver storage plus cgrt's tables; no API reports the executables' storage "
+                       "exactly)"}
     say(f"cgrt captured {st['buckets']} buckets in {secs:.3f} s ({st['nodes']} nodes); graph memory "
         f"{(cgrt_total or 0) / 2**20:.2f} MiB (pool {(pool_total or 0) / 2**20:.2f} MiB + memory nodes "
         f"{memnodes} B + cgrt tables {tables} B)")
     if be.emulated:
         return cap
-    # ---- capture: torch ----
-    tg = TorchGraphs(eng, eng.decode_sizes, stream)
-    r0, f0 = torch.cuda.memory_reserved(), free_bytes()
-    tsecs = tg.capture(bt_static)
-    r1, f1 = torch.cuda.memory_reserved(), free_bytes()
+    tg = kept["torch"]
     tpool = pool_bytes(tg.pool)
-    cap["torch"] = {"seconds_wall": tsecs, "buckets": tg.buckets, "pool_bytes": tpool,
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    cap["samples_seconds"] = samples
+    cap["torch"] = {"seconds_wall": med["torch_each"], "buckets": tg.buckets, "pool_bytes": tpool,
                     "seconds_capture_only": sum(b["capture_instantiate_seconds"] for b in tg.buckets),
-                    "driver_delta_bytes_total": f0 - f1, "driver_side_bytes": (f0 - f1) - (r1 - r0),
                     "what": "per bucket, largest first: one eager run of the step on the capture side "
                             "stream, synchronize, torch.cuda.graph(g, pool=shared, stream=side) around "
                             "the same step (capture + instantiate); gc.collect and empty_cache off (vLLM). "
-                            "Memory measurements between buckets are outside the timed part"}
-    cap["cgrt_over_torch"] = secs / tsecs
+                            "Memory measurements between buckets are outside the timed part; seconds_wall: "
+                            "the median of the samples"}
     cap["graph_memory_cgrt_over_torch_pool"] = None if not (cgrt_total and tpool) else cgrt_total / tpool
-    say(f"torch.cuda.graph captured {len(tg.sizes)} buckets in {tsecs:.3f} s; cgrt/torch = {secs / tsecs:.2f}; "
-        f"graph memory cgrt {(cgrt_total or 0) / 2**20:.2f} MiB vs torch pool {(tpool or 0) / 2**20:.2f} MiB")
-    tfirst = tg.capture(bt_static, warmup="first")
-    cap["warmup_first_only"] = {"torch_seconds_wall": tfirst,
-                                "cgrt_seconds_wall": variants["default"]["seconds_wall"],
-                                "note": "torch with one eager run before the largest bucket only (not what "
-                                        "vLLM does), against cgrt's default (warm-up once)"}
-    say(f"torch with one warm-up for the set: {tfirst:.3f} s (cgrt/that = {secs / tfirst:.2f})")
-    ce = variants["warmup_each"]["seconds_wall"]
     cap["equal_policies"] = {
-        "warmup_each": {"cgrt_seconds": ce, "torch_seconds": tsecs, "cgrt_over_torch": ce / tsecs},
-        "warmup_once": {"cgrt_seconds": secs, "torch_seconds": tfirst, "cgrt_over_torch": secs / tfirst},
+        "warmup_each": {"cgrt_seconds": med["cgrt_each"], "torch_seconds": med["torch_each"],
+                        "cgrt_over_torch": med["cgrt_each"] / med["torch_each"]},
+        "warmup_once": {"cgrt_seconds": med["cgrt_once"], "torch_seconds": med["torch_once"],
+                        "cgrt_over_torch": med["cgrt_once"] / med["torch_once"]},
         "target": 0.5,
-        "note": "the whole bucket set of the same step; warmup_each: one eager run before each bucket's capture "
-                "on both sides (cgrt warmup_once=0, instantiation on its worker thread; torch as vLLM); "
+        "note": f"medians of {reps} samples per side and policy (samples_seconds), in alternating order; the "
+                "whole bucket set of the same step; warmup_each: one eager run before each bucket's capture on "
+                "both sides (cgrt warmup_once=0, instantiation on its worker thread; torch as vLLM); "
                 "warmup_once: one eager run before the largest bucket only on both sides (cgrt's default)"}
-    say(f"capture at equal policies: warm-up per bucket cgrt {ce:.3f} s / torch {tsecs:.3f} s = {ce / tsecs:.2f}; "
-        f"one warm-up cgrt {secs:.3f} s / torch {tfirst:.3f} s = {secs / tfirst:.2f}")
+    cap["cgrt_over_torch"] = cap["equal_policies"]["warmup_each"]["cgrt_over_torch"]
+    ep = cap["equal_policies"]
+    say(f"capture at equal policies (medians of {reps}): warm-up per bucket cgrt {med['cgrt_each']:.3f} s / "
+        f"torch {med['torch_each']:.3f} s = {ep['warmup_each']['cgrt_over_torch']:.2f}; one warm-up cgrt "
+        f"{med['cgrt_once']:.3f} s / torch {med['torch_once']:.3f} s = {ep['warmup_once']['cgrt_over_torch']:.2f}")
     cap["_torch_graphs"] = tg
     return cap
 
@@ -612,6 +656,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
     floor_us = ctypes_floor_us(eng)
     out["ctypes_floor_us_p50"] = floor_us
     host_bt = bt_static.cpu()
+    to_profile = []  # (point, step functions): --profile-kernels, after the timed points
     eager_out = {"out_tokens": torch.zeros_like(eng.dec["out_tokens"]),
                  "out_hidden": torch.zeros_like(eng.dec["out_hidden"])}
     for ctx in args.contexts:
@@ -749,11 +794,69 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                 chk["eager_unpadded_max_hidden_diff"] = float((c_h.float() - eager_out["out_hidden"][:n].float()).abs().max())
                 chk["eager_unpadded_token_agreement"] = float((c_tok == eager_out["out_tokens"][:n]).float().mean())
                 pt["checks"] = chk
+            if args.profile_kernels and not be.emulated:
+                # profiled after every point is timed: once the profiler has run, CUPTI stays
+                # attached to the process and every later launch pays for it on the host
+                fns = [("cgrt_prepared", (lambda preps, n: lambda i: preps[i % RING](n))(preps, n))]
+                fns += [(t.name, (lambda t, Bt, ring: lambda i: t.step(ring[i % RING], Bt))(t, t.bucket(n), ring))
+                        for t in tgs]
+                to_profile.append((pt, fns))
             pt["kv_bytes_read_per_step"] = n * ctx * cfg.latent * 2 * cfg.layers
             points.append(pt)
             out["points"] = points
             write(out, args.out)
+    for pt, fns in to_profile:  # after all timed steps (see above)
+        say(f"kernel profile batch {pt['batch']} ctx {pt['context']}")
+        pt["kernel_profile"] = kernel_profile(fns)
+    if to_profile:
+        write(out, args.out)
     return points
+
+
+def kernel_profile(fns, steps=5):
+    """GPU kernels of each method's step (torch.profiler, CUPTI; graph kernels included):
+    per method the kernels and their summed time per step, the span from the first
+    kernel's start to the last one's end per step (span - sum: gaps between kernels), and
+    the kernels by name (time and count per step), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    res = {}
+    for name, fn in fns:
+        for i in range(2):
+            fn(i)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(steps):
+                fn(i)
+                torch.cuda.synchronize()
+        evs = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")
+               and getattr(e, "time_range", None) is not None]
+        evs = [e for e in evs if not e.name.startswith(("Memcpy", "Memset", "cudaStream", "cudaGraph"))]
+        evs.sort(key=lambda e: e.time_range.start)
+        by = {}
+        for e in evs:
+            d = by.setdefault(e.name, [0.0, 0])
+            d[0] += e.time_range.elapsed_us()
+            d[1] += 1
+        total = sum(v[0] for v in by.values())
+        # steps are separated by a synchronize: a gap over 200 us starts a new step
+        spans, t0, t1 = [], None, None
+        for e in evs:
+            if t0 is None or e.time_range.start - t1 > 200:
+                if t0 is not None:
+                    spans.append(t1 - t0)
+                t0 = e.time_range.start
+            t1 = e.time_range.end if t1 is None else max(t1, e.time_range.end)
+        if t0 is not None:
+            spans.append(t1 - t0)
+        top = sorted(by.items(), key=lambda kv: -kv[1][0])[:30]
+        res[name] = {"steps": steps, "kernels_per_step": len(evs) / steps, "kernel_us_per_step": total / steps,
+                     "span_us_per_step": (sum(spans) / len(spans)) if spans else None, "spans_found": len(spans),
+                     "by_name": [{"name": k[:120], "us_per_step": v[0] / steps, "count_per_step": v[1] / steps}
+                                 for k, v in top]}
+        r = res[name]
+        say(f"  profile {name}: {r['kernels_per_step']:.0f} kernels, {r['kernel_us_per_step']:.1f} us of kernels, "
+            f"span {r['span_us_per_step'] or 0:.1f} us per step")
+    return res
 
 
 def _spec_state(eng, n, ctx, rng):
@@ -1072,6 +1175,8 @@ def main(argv=None):
     p.add_argument("--eager-iters", type=int, default=6)
     p.add_argument("--point-seconds", type=float, default=None,
                    help="optional cap: timed seconds per method and point (quick runs; default none)")
+    p.add_argument("--profile-kernels", action="store_true",
+                   help="per point, the GPU kernels of each method's step (torch.profiler): pt.kernel_profile")
     p.add_argument("--no-spec", action="store_true", help="skip the speculative-decoding part (quick runs)")
     p.add_argument("--spec-batches", default=None, help="default 1,8,32")
     p.add_argument("--spec-iters", type=int, default=10)

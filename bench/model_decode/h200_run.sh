@@ -54,12 +54,15 @@ case "$what" in
   final)
     # the issue 25 figures in one command: bench.py (decode points with cgrt, torch graph
     # and torch_graph_peer, nodes per step, capture at equal policies, spec decoding with
-    # k = 1..4) writes $OUT/final/model_decode.json and the plots; all packed into
+    # k = 1..4) writes $OUT/final/model_decode.json and the plots, host_wake.py host_wake.json
+    # (a bare graph launch's host time after steps of 2.5-33 ms under four waits); all packed into
     # $OUT/final.tgz (the device tool returns at most 8 files). About 5 minutes on an H200.
     F=$OUT/final
     mkdir -p "$F"
     part bench 420 python3 bench/model_decode/bench.py --out "$F" --deadline 330 --spec-seconds 60 \
-      --rounds 6 --iters 300 --eager-iters 3
+      --rounds 6 --iters 300 --eager-iters 3 --profile-kernels
+    part host_wake 120 python3 bench/model_decode/host_wake.py --json "$F/host_wake.json" --iters 150 \
+      --steps-ms 2.5,10,33
     mv "$OUT"/*.log "$F/" 2>/dev/null
     cp "$OUT/summary.txt" "$F/"
     tar -C "$OUT" -czf "$OUT/final.tgz" final && rm -rf "$F"
