@@ -824,6 +824,48 @@ def profile_points(to_profile, out, path):
         write(out, path)
 
 
+MLA_KERNELS = ("cgrt_mla_", "flash_fwd_splitkv_mla", "flash_fwd_mla_combine", "get_mla_metadata")
+MLA_SPLITS = ("cgrt_mla_split", "flash_fwd_splitkv_mla")
+
+
+def attention_sections(evs):
+    """The attention of each layer on the GPU's clock (evs: a profile's kernels in start
+    order): per MLA call (a split kernel), the section from the end of the last kernel
+    before it that is not MLA (split, combine, metadata) to the start of the first one after
+    it, and its parts: that kernel's end to the split's start, the split's duration (with
+    programmatic launch it starts before the kernel ahead ends and waits on the device),
+    the split's end to the last MLA kernel's end (the merge), that end to the next
+    kernel's start. Medians, p90 and the count over every call of every profiled step."""
+    def is_mla(n):
+        return any(k in n for k in MLA_KERNELS)
+    parts = {"section": [], "before_split": [], "split": [], "merge_tail": [], "to_next": []}
+    for i, e in enumerate(evs):
+        if not any(k in e.name for k in MLA_SPLITS):
+            continue
+        j, k = i - 1, i + 1
+        while j >= 0 and is_mla(evs[j].name):
+            j -= 1
+        while k < len(evs) and is_mla(evs[k].name):
+            k += 1
+        if j < 0 or k >= len(evs):
+            continue
+        a, b = evs[j].time_range.end, evs[k].time_range.start
+        if b - a > 200:  # a step boundary (steps are separated by a synchronize)
+            continue
+        mla_end = max(x.time_range.end for x in evs[i:k])
+        parts["section"].append(b - a)
+        parts["before_split"].append(e.time_range.start - a)
+        parts["split"].append(e.time_range.end - e.time_range.start)
+        parts["merge_tail"].append(mla_end - e.time_range.end)
+        parts["to_next"].append(b - mla_end)
+    out = {}
+    for key, v in parts.items():
+        if v:
+            v = sorted(v)
+            out[key + "_us"] = {"p50": v[len(v) // 2], "p90": v[min(len(v) - 1, (9 * len(v)) // 10)], "n": len(v)}
+    return out
+
+
 def kernel_profile(fns, steps=5):
     """GPU kernels of each method's step (torch.profiler, CUPTI; graph kernels included):
     per method the kernels and their summed time per step, the span from the first
@@ -862,6 +904,7 @@ def kernel_profile(fns, steps=5):
         top = sorted(by.items(), key=lambda kv: -kv[1][0])[:30]
         res[name] = {"steps": steps, "kernels_per_step": len(evs) / steps, "kernel_us_per_step": total / steps,
                      "span_us_per_step": (sum(spans) / len(spans)) if spans else None, "spans_found": len(spans),
+                     "attention": attention_sections(evs),
                      "by_name": [{"name": k[:120], "us_per_step": v[0] / steps, "count_per_step": v[1] / steps}
                                  for k, v in top]}
         r = res[name]
