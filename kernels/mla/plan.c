@@ -500,13 +500,15 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     /* Grid (q_heads, rows, nz): nz column slices per (row, head), so that short batches,
      * whose few rows carry many partials, still spread over the SMs: 64-column slices up
      * to 32 (row, head) pairs (with one row the kernel loads slots 0..143 before it
-     * knows how many hold partials: every plan reserves that many), 128 up to 256, then
-     * whole rows (figures: docs/mla_decode.md). */
+     * knows how many hold partials: every plan reserves that many), then whole rows. The
+     * 128-column slices that 33..256 pairs took measured faster alone but not in a model's
+     * step: there whole rows shorten the merge after the split kernel from 5.3-7.5 to
+     * 3.0-4.2 us at 8 rows x 16 heads (figures: docs/mla_decode.md). */
     const long long rh = (long long)rows * qh;
     void *comb_args[] = {&meta, &po, &pl, &out, &lse, &rows, &qh};
     cfg.gridDimX = (unsigned)qh;
     cfg.gridDimY = (unsigned)rows;
-    cfg.gridDimZ = rh <= 32 ? 8u : rh <= 256 ? 4u : 1u;
+    cfg.gridDimZ = rh <= 32 ? 8u : 1u;
     cfg.blockDimX = (unsigned)p->comb.k->threads;
     cfg.sharedMemBytes = 0;
     r = drv->cuLaunchKernelEx(&cfg, p->comb.f, comb_args, NULL);
