@@ -65,8 +65,10 @@ def main(argv=None):
                 v[f + "_median"] = statistics.median(xs) if xs else None
             if first in pt and pt[first]["cgrt_ms_p50_median"] and v["cgrt_ms_p50_median"]:
                 v["step_vs_" + first] = v["cgrt_ms_p50_median"] / pt[first]["cgrt_ms_p50_median"]
-            print(f"{key:>10} {label:>8}: cgrt {v['cgrt_ms_p50_median']:.4f} ms, /peer {v['cgrt_over_peer_median']:.4f}, "
-                  f"vs {first} {v.get('step_vs_' + first, float('nan')):.4f}, merge tail "
+            def f4(x):
+                return "-" if x is None else f"{x:.4f}"
+            print(f"{key:>10} {label:>8}: cgrt {f4(v['cgrt_ms_p50_median'])} ms, /peer {f4(v['cgrt_over_peer_median'])}, "
+                  f"vs {first} {f4(v.get('step_vs_' + first))}, merge tail "
                   f"{[r['attention_us_p50'].get('merge_tail_us') for r in v['runs']]}")
     with open(a.out, "w") as fh:
         json.dump(out, fh, indent=1)

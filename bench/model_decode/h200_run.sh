@@ -10,6 +10,8 @@
 #   bash bench/model_decode/h200_run.sh final LIBDIR      # the whole model_decode.json with the spec
 #                                                         # part and the plots (~5 min); $OUT/final.tgz
 #   bash bench/model_decode/h200_run.sh dev LIBDIR ARGS   # bench.py ARGS (a quick subset)
+#   bash bench/model_decode/h200_run.sh ab LIBDIR LIBDIR_B ARGS  # dev runs of two libraries,
+#                                                         # a b b a, then ab_summary.py; $OUT/ab.tgz
 #
 # Logs, JSON and plots go to $OUT (default /tmp/model_decode_out); summary.txt there says
 # each part's exit status. Every part has its own timeout, so a hang cannot eat the rest.
@@ -73,8 +75,36 @@ case "$what" in
     shift 2
     part bench 300 python3 bench/model_decode/bench.py --out "$OUT/dev" "$@"
     ;;
+  ab)
+    # an A/B of two libraries in the model (e.g. main against a kernel branch), both with
+    # the same bench.py ARGS, e.g.
+    #   bash bench/model_decode/h200_run.sh ab LIBDIR_A LIBDIR_B --batches 8 \
+    #     --contexts 1024,32768 --iters 200 --rounds 4 --no-spec --profile-kernels
+    # writes $OUT/ab.tgz (the runs' JSON and logs, ab.json from ab_summary.py: the step
+    # per side and point, the ratio to the peer, the merge after the MLA split); the
+    # device tool returns only a few files, so everything is packed. CGRT_BENCH_COMMIT_B
+    # names side b's commit (default: side a's).
+    libb=${3:?usage: h200_run.sh ab LIBDIR_A LIBDIR_B [bench.py args]}
+    shift 3
+    A=$OUT/ab
+    mkdir -p "$A"
+    i=0
+    for side in a b b a; do
+      i=$((i + 1))
+      if [ $side = a ]; then lib=$libdir; c=$CGRT_BENCH_COMMIT; else lib=$libb; c=${CGRT_BENCH_COMMIT_B:-$CGRT_BENCH_COMMIT}; fi
+      CGRT_LIBRARY="$(cd "$lib" && pwd)/libcgrt.so.1" CGRT_BENCH_COMMIT=$c \
+        part "ab${i}_$side" 300 python3 bench/model_decode/bench.py --out "$A/${i}_$side" "$@"
+    done
+    python3 bench/model_decode/ab_summary.py --out "$A/ab.json" --note "h200_run.sh ab $*" \
+      a="$A/1_a/model_decode.json,$A/4_a/model_decode.json" b="$A/2_b/model_decode.json,$A/3_b/model_decode.json" \
+      | tee -a "$OUT/summary.txt"
+    rm -f "$A"/*/*.png
+    mv "$OUT"/*.log "$A/" 2>/dev/null
+    cp "$OUT/summary.txt" "$A/"
+    tar -C "$OUT" -czf "$OUT/ab.tgz" ab && rm -rf "$A"
+    ;;
   *)
-    echo "unknown part $what (bench, validate, overhead, final or dev)"
+    echo "unknown part $what (bench, validate, overhead, final, dev or ab)"
     exit 2
     ;;
 esac
