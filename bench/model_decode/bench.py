@@ -33,6 +33,10 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
   cgrt_prepared_blocking / cgrt_prepared_sleep_poll  (at BLOCKING_POINTS only) the
                    prepared step with the host waiting by a blocking event sync, or by
                    sleeping through 80% of the previous step before polling.
+  cgrt_prepared_fixed  (at BLOCKING_POINTS only) the first PreparedStep of the ring every
+                   step: the same Python and C call with nothing moved after its first
+                   step, which splits prepared - nobind into the moves' cost and the
+                   call's (host_time.breakdown_us).
   eager            the same PyTorch code and cgrt MLA launched op by op (a few steps).
 Per step, synchronized: the host waits for the step's end by polling an event (an engine
 that reads its tokens back); latency_ms = CUDA events before and after the host part on
@@ -610,16 +614,21 @@ def host_overhead(pt, floor_us):
     h = {"target_us_p50": HOST_TARGET_US, "target_us_p99": HOST_P99_TARGET_US, "ctypes_floor_us_p50": floor_us,
          "samples_per_method": pt.get("rounds", 0) * pt.get("steps_per_round", 0)}
     for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
-              "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll"):
+              "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
+              "cgrt_prepared_fixed"):
         if k in m:
             h[k] = {"p50": get(k), "p99": get(k, "p99"), "best_round_p50": get(k, "best_round_p50")}
     prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
     if prep is not None:
         h["prepared_meets_p50_target"] = prep <= HOST_TARGET_US
         h["prepared_meets_p99_target"] = get("cgrt_prepared", "p99") <= HOST_P99_TARGET_US
-        if nob is not None and lf is not None:
-            h["breakdown_us"] = {"bindings_and_python": prep - nob, "step_path_over_launch": nob - lf,
-                                 "launch_floor": lf}
+        if nob is not None:
+            h["breakdown_us"] = {"bindings_and_python": prep - nob}
+            if lf is not None:
+                h["breakdown_us"].update(step_path_over_launch=nob - lf, launch_floor=lf)
+            fix = get("cgrt_prepared_fixed")
+            if fix is not None:  # bindings_and_python = moves + the call with nothing moved
+                h["breakdown_us"].update(moves=prep - fix, prepared_call_unmoved=fix - nob)
         say(f"  host: prepared p50 {prep:.1f} us p99 {get('cgrt_prepared', 'p99'):.1f} us; floors: no-binding step "
             f"{nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch {lf if lf is None else round(lf, 1)} us")
     pt["host_time"] = h
@@ -638,7 +647,8 @@ def host_summary(out):
     for r in rows:
         parts = []
         for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
-                  "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll"):
+                  "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
+                  "cgrt_prepared_fixed"):
             if k in r:
                 parts.append(f"{k} {fmt(r[k]['p50'])}/{fmt(r[k]['p99'])}")
         say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: " + "  ".join(parts))
@@ -698,6 +708,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
             if (n, ctx) in BLOCKING_POINTS:  # the same step, the host waiting otherwise
                 methods.append(("cgrt_prepared_blocking", lambda i: preps[i % RING](n), 2, None, None))
                 methods.append(("cgrt_prepared_sleep_poll", lambda i: preps[i % RING](n), 2, None, None))
+                methods.append(("cgrt_prepared_fixed", lambda i: preps[0](n), 2, None, None))
             # rounds, methods interleaved: slow drifts (clocks, temperature) and bursts of host
             # noise hit all alike; each method times ceil(iters / rounds) steps per round
             acc = {m[0]: ([], [], []) for m in methods}

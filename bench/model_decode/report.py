@@ -48,8 +48,8 @@ def wait_table(d):
         m = p.get("methods", {})
         if "cgrt_prepared_blocking" not in m:
             continue
-        for k in ("cgrt_prepared", "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll", "cgrt_nobind",
-                  "launch_floor", "torch_graph", "torch_graph_peer"):
+        for k in ("cgrt_prepared", "cgrt_prepared_fixed", "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
+                  "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer"):
             h = m.get(k, {}).get("host_us") or {}
             if h:
                 rounds = ", ".join(f"{x:.1f}" for x in h.get("round_p50", []))
