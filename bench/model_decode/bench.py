@@ -560,6 +560,9 @@ HOST_TARGET_US = 10.0  # issue 15: host time per step (rebinding + launch)
 # points where the prepared step is also timed with a blocking wait (the issue's slow host
 # medians were at (1, 8K) and (128, 32K); (1, 1K) as the control)
 BLOCKING_POINTS = {(1, 1024), (1, 8192), (128, 32768)}
+# The methods whose host time the point summaries list, in this order.
+HOST_METHODS = ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
+                "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll", "cgrt_prepared_fixed")
 
 
 def host_probe(eng, iters=2000):
@@ -613,9 +616,7 @@ def host_overhead(pt, floor_us):
     get = lambda k, q="p50": m[k]["host_us"].get(q) if k in m and m[k]["host_us"] else None  # noqa: E731
     h = {"target_us_p50": HOST_TARGET_US, "target_us_p99": HOST_P99_TARGET_US, "ctypes_floor_us_p50": floor_us,
          "samples_per_method": pt.get("rounds", 0) * pt.get("steps_per_round", 0)}
-    for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
-              "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
-              "cgrt_prepared_fixed"):
+    for k in HOST_METHODS:
         if k in m:
             h[k] = {"p50": get(k), "p99": get(k, "p99"), "best_round_p50": get(k, "best_round_p50")}
     prep, nob, lf = get("cgrt_prepared"), get("cgrt_nobind"), get("launch_floor")
@@ -646,9 +647,7 @@ def host_summary(out):
     fmt = lambda v: "   -  " if v is None else f"{v:6.1f}"  # noqa: E731
     for r in rows:
         parts = []
-        for k in ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
-                  "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
-                  "cgrt_prepared_fixed"):
+        for k in HOST_METHODS:
             if k in r:
                 parts.append(f"{k} {fmt(r[k]['p50'])}/{fmt(r[k]['p99'])}")
         say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: " + "  ".join(parts))

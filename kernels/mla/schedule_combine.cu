@@ -87,8 +87,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 }
 
 // Grid (q_heads, rows, nz), 256 threads: CTA (h, r, z) merges columns [z*W, (z+1)*W) of
-// head h of row r, W = 512 / nz (nz = 1, 2, 4 or 8, chosen per launch so that short
-// batches still spread over the SMs). The lanes of a warp form LPP-lane groups, each on
+// head h of row r, W = 512 / nz (nz = 8 for steps of up to 32 (row, head) pairs, so
+// that they still spread over the SMs, else 1: kernels/mla/plan.c). The lanes of a warp form LPP-lane groups, each on
 // one partial per load (K4 float4 per lane), and each group keeps U partials in flight,
 // chosen so that a short batch's many partials (132 for one row on the H200) load in one
 // pass rather than three dependent ones (H200, eighth pass: -5.5% at (1,16,8192)). Each
@@ -237,16 +237,11 @@ __device__ __forceinline__ void combine_kernel(const int *__restrict__ meta, con
   const int pf = part_of(rs, T, Pe), pl = part_of(re - 1, T, Pe);
   if (pl == pf) return;
   const int slot0 = r + pf, n = pl - pf + 1;
-  // nz 8: 64 columns, 16-lane groups (16 per CTA); nz 4: 128 columns, 32-lane groups
-  // (8); nz 2 / 1: 256 / 512 columns. U from n: one pass where n allows it.
+  // nz 8: 64 columns, 16-lane groups (16 per CTA), U from n: one pass where n allows
+  // it; nz 1: the whole 512 columns, 32-lane groups (8).
   if (nz == 8) {
     if (n > 64) combine_pass<1, 16, 9>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
     else combine_pass<1, 16, 4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
-  } else if (nz == 4) {
-    if (n > 64) combine_pass<1, 32, 17>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
-    else combine_pass<1, 32, 8>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
-  } else if (nz == 2) {
-    combine_pass<2, 32, 4>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
   } else {
     combine_pass<4, 32, 2>(part_o, part_lse, out, lse, r, h, qh, slot0, n, col0, sacc, swsum, swmax);
   }
