@@ -1253,6 +1253,7 @@ def main(argv=None):
     p.add_argument("--no-peer", action="store_true", help="skip the torch_graph_peer method")
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
     common.add_patch_arg(p)
+    common.add_vproj_arg(p)
     p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
     p.add_argument("--wait", choices=("poll", "sleep-poll"), default="poll",
                    help="how the host waits for a timed step: spin on an event query for all of it (default), "
@@ -1306,7 +1307,8 @@ def main(argv=None):
                                     f"{cfg.layers} layers; layer l uses cache l mod {distinct}")
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=Ss, kv_distinct=distinct,
                      log_width=args.spec_iters * (k + 1) + 4, stream=stream, progress=say,
-                     decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch)
+                     decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch, vproj=bool(args.vproj))
+        out["config"]["vproj"] = eng.vproj
         out["config"]["fusions"] = {"path": fused.FUSED, "why_not_triton": fused.WHY or None}
         gen = torch.Generator(device=be.device)
         gen.manual_seed(11)

@@ -83,7 +83,9 @@ case "$what" in
     # writes $OUT/ab.tgz (the runs' JSON and logs, ab.json from ab_summary.py: the step
     # per side and point, the ratio to the peer, the merge after the MLA split); the
     # device tool returns only a few files, so everything is packed. CGRT_BENCH_COMMIT_B
-    # names side b's commit (default: side a's).
+    # names side b's commit (default: side a's). AB_ARGS_A / AB_ARGS_B: more bench.py
+    # arguments for one side only (an A/B of an option on one library, e.g. AB_ARGS_A="--vproj
+    # 0" AB_ARGS_B="--vproj 1" with LIBDIR twice).
     libb=${3:?usage: h200_run.sh ab LIBDIR_A LIBDIR_B [bench.py args]}
     shift 3
     A=$OUT/ab
@@ -91,11 +93,14 @@ case "$what" in
     i=0
     for side in a b b a; do
       i=$((i + 1))
-      if [ $side = a ]; then lib=$libdir; c=$CGRT_BENCH_COMMIT; else lib=$libb; c=${CGRT_BENCH_COMMIT_B:-$CGRT_BENCH_COMMIT}; fi
+      if [ $side = a ]; then lib=$libdir; c=$CGRT_BENCH_COMMIT; x=${AB_ARGS_A:-}
+      else lib=$libb; c=${CGRT_BENCH_COMMIT_B:-$CGRT_BENCH_COMMIT}; x=${AB_ARGS_B:-}; fi
+      # shellcheck disable=SC2086  # x: words of extra arguments
       CGRT_LIBRARY="$(cd "$lib" && pwd)/libcgrt.so.1" CGRT_BENCH_COMMIT=$c \
-        part "ab${i}_$side" 300 python3 bench/model_decode/bench.py --out "$A/${i}_$side" "$@"
+        part "ab${i}_$side" 300 python3 bench/model_decode/bench.py --out "$A/${i}_$side" "$@" $x
     done
-    python3 bench/model_decode/ab_summary.py --out "$A/ab.json" --note "h200_run.sh ab $*" \
+    python3 bench/model_decode/ab_summary.py --out "$A/ab.json" \
+      --note "h200_run.sh ab $* (a: ${AB_ARGS_A:-}; b: ${AB_ARGS_B:-})" \
       a="$A/1_a/model_decode.json,$A/4_a/model_decode.json" b="$A/2_b/model_decode.json,$A/3_b/model_decode.json" \
       | tee -a "$OUT/summary.txt"
     rm -f "$A"/*/*.png

@@ -306,16 +306,19 @@ class MlaPlan:
         self.be = be
         self.plan = be.rt.mla_plan(**options)
         self.info = self.plan.info()
+        self.v_head_dim = self.plan.v_head_dim  # > 0: decode applies W_UV (cgrt_mla_vproj)
         self._args = _clib.MlaArgs(size=ctypes.sizeof(_clib.MlaArgs))
         self._decode = cgrt.lib.cgrt_mla_decode
 
-    def decode(self, stream, q, kv_cache, block_table, seq_lens, out, lse, num_rows, softmax_scale):
+    def decode(self, stream, q, kv_cache, block_table, seq_lens, out, lse, num_rows, softmax_scale, w_uv=None):
         """cgrt_mla_decode on `stream`: q bf16 [rows, heads, 576], kv_cache bf16 [pages, page,
         576], block_table int32 [reqs, max_blocks], seq_lens int32 [reqs], out bf16 [rows,
-        heads, 512], lse fp32 [rows, heads]."""
+        heads, 512] (a plan of v_head_dim v: [rows, heads, v], with w_uv bf16 [heads, 512,
+        v]), lse fp32 [rows, heads]."""
         a = self._args
         a.q, a.kv_cache, a.block_table = ptr(q), ptr(kv_cache), ptr(block_table)
         a.seq_lens, a.out, a.lse = ptr(seq_lens), ptr(out), ptr(lse)
+        a.w_uv = ptr(w_uv) if w_uv is not None else 0
         a.num_rows, a.softmax_scale = int(num_rows), float(softmax_scale)
         self._decode(self.plan.handle, stream, ctypes.byref(a))
 

@@ -88,12 +88,24 @@ def add_common_args(p):
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--time-limit", type=float, default=540.0, help="stop serving after this many seconds")
     add_patch_arg(p)
+    add_vproj_arg(p)
 
 
 def add_patch_arg(p):
     p.add_argument("--host-patch", action="store_true",
                    help="patch moved kernel nodes from the host (one driver call per node) instead of "
                         "cgrt's device patching (device_patch, the default)")
+
+
+def add_vproj_arg(p):
+    p.add_argument("--vproj", type=int, choices=(0, 1), default=VPROJ_DEFAULT,
+                   help="1: cgrt's MLA applies W_UV after its merge (cgrt_mla_options.v_head_dim, "
+                        "the value projection) instead of a W_UV bmm after the attention "
+                        f"(default {VPROJ_DEFAULT})")
+
+
+# Engine(vproj=...) of the scripts' --vproj (the engine's own default is the same)
+VPROJ_DEFAULT = 0
 
 
 def open_backend(args):

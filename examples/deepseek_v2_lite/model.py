@@ -152,9 +152,12 @@ class Activations:
         self.q = torch.zeros((max_rows, cfg.heads, cfg.latent), dtype=torch.bfloat16, device=device)
         self.attn = torch.zeros((max_rows, cfg.heads, cfg.kv_lora_rank), dtype=torch.bfloat16, device=device)
         self.lse = torch.zeros((max_rows, cfg.heads), dtype=torch.float32, device=device)
+        # the attention projected by W_UV (the input of o_proj), written by cgrt's MLA when
+        # its plan projects (v_head_dim), else by the W_UV bmm
+        self.o = torch.zeros((max_rows, cfg.heads, cfg.v_head), dtype=torch.bfloat16, device=device)
 
     def tensors(self):
-        return [self.hidden, self.q, self.attn, self.lse]
+        return [self.hidden, self.q, self.attn, self.lse, self.o]
 
 
 class Exec:
@@ -175,9 +178,15 @@ class Exec:
     def step_begin(self, io, B):
         """Called once per step before the layers (per-step attention metadata)."""
 
-    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
-        """The attention of one layer; returns the tensor holding its output (`out`)."""
-        plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale)
+    def projects(self, plan):
+        """Whether this layer's attention also applies W_UV (cgrt's MLA with a plan of
+        v_head_dim: the value projection after the merge, cgrt_mla_vproj)."""
+        return bool(plan.v_head_dim)
+
+    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv=None):
+        """The attention of one layer; returns the tensor holding its output (`out`: the
+        latent [rows, heads, 512], or with w_uv its projection [rows, heads, v_head])."""
+        plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv)
         return out
 
 
@@ -197,7 +206,10 @@ class PeerExec(Exec):
         if self.peer.plan_is_device_work or not torch.cuda.is_current_stream_capturing():
             self.peer.plan(io["block_table"][:B], io["seq_lens"][:B], self.heads, 1, False)
 
-    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale):
+    def projects(self, plan):
+        return False  # the peers' attention ends at the latent output: the W_UV bmm follows
+
+    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv=None):
         B, H = q.shape[0], q.shape[1]
         if self.peer.name == "flashmla":  # it allocates its output: use it, no copy into `out`
             o = self.peer.run(q.view(B, 1, H, q.shape[2]), kv, block_table[:B], seq_lens[:B], scale, False)
@@ -247,8 +259,11 @@ class Model:
 
         def fn(attn, hidden):
             B = attn.shape[0]
-            o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
-            torch.bmm(attn.transpose(0, 1), lw["w_uv_t"], out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
+            if attn.shape[-1] == vh:  # projected by cgrt's MLA already (cgrt_mla_vproj)
+                o = attn
+            else:
+                o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
+                torch.bmm(attn.transpose(0, 1), lw["w_uv_t"], out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
             hidden.addmm_(o.view(B, H * vh), lw["w_o"])
             x = rms_norm_into(hidden, lw["mlp_norm"], cfg.rms_eps, torch.empty_like(hidden))
             gu = torch.mm(x, lw["w_gate_up"])
@@ -266,8 +281,12 @@ class Model:
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
         ex.seg(self._pre_attn(lw, kv_cache, trash_slot), act.hidden[:B], io["positions"][:B],
                io["slot_mapping"][:B], kv_cache, act.q[:B])
-        attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
-                      self.cfg.softmax_scale)
+        if ex.projects(plan):  # MLA writes o_proj's input itself: no W_UV bmm, no latent round trip
+            out, w_uv = act.o[:B], lw["w_uv_t"]
+        else:
+            out, w_uv = act.attn[:B], None
+        attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], out, act.lse[:B], B,
+                      self.cfg.softmax_scale, w_uv=w_uv)
         ex.seg(self._post_attn(lw), attn, act.hidden[:B])
 
     # ---- steps ----

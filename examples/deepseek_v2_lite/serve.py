@@ -49,7 +49,13 @@ def attention_check(eng, inputs, n):
     kv = eng.kv.layer_cache[-1]
     out, _ = reference_mla(act.q[:n], kv, inputs["block_table"][:n], inputs["req_seq_lens"][:n],
                            cfg.softmax_scale, cfg.page_size)
-    got = act.attn[:n].float()
+    if eng.vproj:  # MLA projected by W_UV (cgrt_mla_vproj): the reference latent, rounded
+        # to bf16 as the kernels hand it over, projected the same way
+        w = eng.weights.layers[-1]["w_uv_t"].float()
+        out = torch.bmm(out.to(torch.bfloat16).float().transpose(0, 1), w).transpose(0, 1)
+        got = act.o[:n].float()
+    else:
+        got = act.attn[:n].float()
     diff = (got - out).abs()
     excess = float((diff - (0.02 + 0.02 * out.abs())).max()) if n else -1.0
     return excess, float(diff.max()) if n else 0.0
@@ -87,7 +93,7 @@ def main(argv=None):
     with in_stream:
         stage("building the engine (weights, KV caches, warm-up, lock)")
         eng = Engine(be, cfg, S, max_model_len, num_pages, checked=args.checked_replay, stream=stream, progress=say,
-                     device_patch=not args.host_patch)
+                     device_patch=not args.host_patch, vproj=bool(args.vproj))
         ws = be.workspace_stats()
         pi = eng.plan.info
         say(f"warm-up: workspaces locked ({ws['reservations']} reservations, {ws['bytes_allocated'] / 2**20:.2f} MiB,"

@@ -189,7 +189,8 @@ def main(argv=None):
     with in_stream:
         stage("building the engine (weights, KV caches, warm-up, lock)")
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=S, alpha=args.alpha,
-                     log_width=log_width, stream=stream, progress=say, device_patch=not args.host_patch)
+                     log_width=log_width, stream=stream, progress=say, device_patch=not args.host_patch,
+                     vproj=bool(args.vproj))
         stage("capturing the draft and verify sets")
         td, tv = eng.capture_spec()
         ds, vs = eng.draft_set.stats(), eng.verify_set.stats()

@@ -120,6 +120,33 @@ def test_captured_step_equals_eager_with_rebinding(be):
     assert not torch.equal(outs[0], outs[3])
 
 
+def test_value_projection_in_mla_equals_the_bmm(be):
+    """vproj: cgrt's MLA applies W_UV after its merge (cgrt_mla_vproj) and writes o_proj's
+    input; the step then runs no W_UV bmm. Its captured step equals its eager step bit for
+    bit, and both agree with the engine that runs the bmm (the same weights and inputs)."""
+    proj = Engine(be, REDUCED, 8, 300, 200, progress=_say, vproj=True)  # first: its latent reservation
+    plain = Engine(be, REDUCED, 8, 300, 200, progress=_say)
+    assert proj.plan.v_head_dim == REDUCED.v_head and plain.plan.v_head_dim == 0
+    assert proj.plan.info["latent_bytes"] == 8 * REDUCED.heads * 512 * 2
+    proj.capture_decode()
+    for step, ctxs in enumerate([[37, 5], [17, 90, 3, 250, 33]]):
+        n = len(ctxs)
+        B = proj.decode_set.bucket_rows(n)
+        got = []
+        for eng in (proj, plain):
+            inputs = _requests(eng, n, ctxs, seed=40 + step)  # the same pages and values in both
+            eng.eager_decode(inputs, n, B)
+            got.append(eng.ref["out_hidden"][:n].float().clone())
+            if eng is proj:
+                eng.decode_set.step(n, bind=inputs)
+                assert torch.equal(eng.dec["out_hidden"][:B], eng.ref["out_hidden"][:B]), f"step {step}"
+                assert torch.equal(eng.dec["out_tokens"][:B], eng.ref["out_tokens"][:B]), f"step {step}"
+        # the projection sums the bf16 latent in fp32 like the bmm; only the order differs
+        err = float((got[0] - got[1]).abs().max() / got[1].abs().max())
+        assert err < 2e-2, f"step {step}: vproj against the W_UV bmm, relative error {err:.3g}"
+        assert not torch.equal(got[0], torch.zeros_like(got[0]))
+
+
 def test_absorbed_mla_matches_textbook_mla(be):
     cfg = REDUCED
     eng = Engine(be, cfg, 4, 300, 120, progress=_say)

@@ -116,10 +116,21 @@ typedef struct cgrt_mla_options {
                            * 1. A plan serves one scale: layers of different scales take
                            * plans of their own (they share the lane's reservation).
                            * Ignored for CGRT_MLA_KV_BF16. */
+  int v_head_dim;         /* 0 (default): the output is the 512-wide latent O per query
+                           * head. > 0: the decode also applies the per-head value
+                           * up-projection (DeepSeek's W_UV) after the merge: out[r, h, :] =
+                           * bf16(O[r, h, :512]) x w_uv[h] with fp32 sums, bf16
+                           * [num_rows, q_heads, v_head_dim] (the input of o_proj), in one
+                           * more kernel (cgrt_mla_vproj) that reads its slice of w_uv
+                           * before it waits for the merge (programmatic_launch), so the
+                           * weight read overlaps the attention's tail. The latent O then
+                           * lives in a second reservation of the plan's lane ("mla.latent",
+                           * max_rows x q_heads x 512 bf16). A multiple of 32 in 32..512
+                           * (DeepSeek-V2/V3: 128). */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, causal 0, dcp_world_size 1, page_size 64, combine AUTO, lane 0,
- * kv_dtype CGRT_MLA_KV_BF16, kv_scale 1,
+ * kv_dtype CGRT_MLA_KV_BF16, kv_scale 1, v_head_dim 0,
  * size set; the sizes that have no sensible default (max_num_seqs, heads, max_model_len) are
  * 0 and must be set. Thread-safe. */
 void cgrt_mla_options_init(cgrt_mla_options *options);
@@ -158,6 +169,8 @@ typedef struct cgrt_mla_plan_info {
                                * each KV tile is read once per request and head group
                                * instead of once per row; chosen for block_len >= 2 where
                                * that reads the KV fewer times, see docs/mla_decode.md */
+  size_t latent_bytes;        /* with options.v_head_dim: bytes of the latent O the plan
+                               * reserved ("mla.latent"); 0 without */
 } cgrt_mla_plan_info;
 
 /* Creates a plan: validates the options, picks the path and the split count from the
@@ -179,7 +192,7 @@ typedef struct cgrt_mla_plan_info {
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (rt); CGRT_ERROR_INVALID_ARGUMENT
  * (NULL options/out, size too small, a size <= 0, page_size not 16/32/64, bad combine,
  * programmatic_launch, causal (not 0 or 1), lane, kv_dtype, kv_scale (not finite or
- * not > 0 with FP8), more than 2^20 rows or 4096 query heads, a block table
+ * not > 0 with FP8), v_head_dim (not 0 or a multiple of 32 in 32..512), more than 2^20 rows or 4096 query heads, a block table
  * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
  * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
  * 32-token tiles); CGRT_ERROR_NOT_SUPPORTED (kv_dtype CGRT_MLA_KV_FP8_E4M3 with more
@@ -217,15 +230,22 @@ typedef struct cgrt_mla_args {
   CUdeviceptr seq_lens;    /* int32 [num_rows / block_len]; read on the device. 0 (or
                             * negative) marks padding: output 0, LSE -inf, no KV read
                             * (options.causal: per-row lengths follow from it) */
-  CUdeviceptr out;         /* bf16 [num_rows, q_heads, 512] */
+  CUdeviceptr out;         /* bf16 [num_rows, q_heads, 512]; with options.v_head_dim v:
+                            * bf16 [num_rows, q_heads, v] (the projected output) */
   CUdeviceptr lse;         /* fp32 [num_rows, q_heads], natural log */
   int num_rows;            /* rows of this step (the captured bucket, padding included):
                             * 1..max_rows, a multiple of block_len */
   float softmax_scale;     /* applied to q . k; finite and > 0 */
+  CUdeviceptr w_uv;        /* options.v_head_dim > 0: bf16 [q_heads, 512, v_head_dim], the
+                            * per-head value up-projection, 16-byte aligned; read only,
+                            * and not written by the kernels before this call in the
+                            * stream (it is read before the attention's wait). Must be 0
+                            * without v_head_dim. A caller built against a header without
+                            * this field (args.size ends at softmax_scale) passes none. */
 } cgrt_mla_args;
 
 /* Enqueues one decode step on `stream` (1-2 kernels for COUNTERS, 2-3 for WORKSPACE, AUTO
- * either per num_rows; with
+ * either per num_rows; one more with options.v_head_dim; with
  * options.programmatic_launch 1 or 2 the split and combine kernels are launched with
  * programmatic dependent launch, see there). Steps of one row take a one-CTA-per-SM split
  * kernel on the 16-head path (the split kernel is fixed per num_rows, so per bucket). Fixed
@@ -240,7 +260,7 @@ typedef struct cgrt_mla_args {
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE (NULL plan);
  * CGRT_ERROR_INVALID_ARGUMENT (NULL args or a NULL tensor, misaligned tensor, size too
  * small, num_rows out of range or not a multiple of block_len, scale not finite or not
- * > 0);
+ * > 0, w_uv NULL with v_head_dim or set without it);
  * CGRT_ERROR_WORKSPACE_LOCKED or CGRT_ERROR_CAPTURING (the lane's "mla.decode"
  * reservation was grown by a larger plan after the lock / the counter buffer is not yet
  * allocated during capture); CGRT_ERROR_DRIVER (a launch failed). Thread-safe for different lanes.

@@ -21,6 +21,13 @@
 #define CGRT_MLA_T64_FP8_SMEM 231772
 #define CGRT_MLA_M64_WS_SMEM 226956
 
+/* The value projection (cgrt_mla_vproj, cgrt_mla_options.v_head_dim): output columns and
+ * rows per CTA, and its dynamic shared memory: the transposed 32-column W slice (32 rows
+ * of 512 + 8 bf16), later overlaid by the warps' sums (4 x 64 rows of 32 + 8 floats). */
+#define CGRT_MLA_VPROJ_COLS 32
+#define CGRT_MLA_VPROJ_ROWS 64
+#define CGRT_MLA_VPROJ_SMEM 40960
+
 /* Fewest partial slots a plan reserves: the one-row combine (cgrt_mla_combine, 64-column
  * slices) loads slots 0..143 before it reads how many hold partials. */
 #define CGRT_MLA_COMB_SPEC_SLOTS 144

@@ -13,7 +13,8 @@
  *                when the plan merges through the workspace), CGRT__MLA_SPLIT_CAUSAL_BLOCK
  *                (causal verify blocks whose rows run together: a "row" is a request,
  *                its query rows block rows x heads with per-row lengths, parameter mk;
- *                hg counts those query rows), CGRT__MLA_COMBINE
+ *                hg counts those query rows), CGRT__MLA_COMBINE, CGRT__MLA_VPROJ (the
+ *                value projection of plans with cgrt_mla_options.v_head_dim)
  *   threads      block size
  *   smem         dynamic shared memory in bytes (0: none)
  *   ctas_per_sm  CTAs per SM at that shared memory; split roles: the ranges P of a step
@@ -25,6 +26,7 @@
  *   kv           the KV cache dtype it reads: CGRT__MLA_KV_BF16 or CGRT__MLA_KV_FP8
  *                (e4m3, cgrt_mla_options.kv_dtype); the plan picks by it; the schedule
  *                and combine kernels read no KV (their rows say BF16) and serve both
+ *                (so does the value projection)
  *   ref          its C reference in kernels/mla/ref.c (which also gives the parameter
  *                list of each role) */
 #ifndef CGRT_KERNELS_MLA_KERNEL_TABLE_H
@@ -37,7 +39,8 @@ typedef enum cgrt__mla_role {
   CGRT__MLA_SPLIT,
   CGRT__MLA_SPLIT_ONE_ROW,
   CGRT__MLA_SPLIT_CAUSAL_BLOCK,
-  CGRT__MLA_COMBINE
+  CGRT__MLA_COMBINE,
+  CGRT__MLA_VPROJ
 } cgrt__mla_role;
 
 #define CGRT__MLA_PAGE_16 1
@@ -59,7 +62,8 @@ typedef enum cgrt__mla_role {
   X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)    \
   X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)        \
-  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, combine_ref)
+  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, combine_ref)         \
+  X(cgrt_mla_vproj,              CGRT__MLA_VPROJ,          128, CGRT_MLA_VPROJ_SMEM,     1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, vproj_ref)
 /* clang-format on */
 
 /* One row of the table as data (kernels/mla/plan.c and tests/mla). */

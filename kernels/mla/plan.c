@@ -14,6 +14,7 @@
 #include "runtime/runtime_internal.h"
 
 #define MLA_WORKSPACE_NAME "mla.decode"
+#define MLA_LATENT_NAME "mla.latent" /* the latent O of plans with v_head_dim */
 #define MLA_MAX_ROWS (1 << 20)
 #define MLA_MAX_QHEADS 4096
 #define MLA_MAX_CONTEXT (1 << 30) /* tokens: the kernels count tokens and tiles in 32 bits */
@@ -44,10 +45,13 @@ struct cgrt_mla_plan {
   int hg1, groups1;  /* the same for the one-row kernel (16 per CTA where hg is 17..32) */
   int counters_min_rows;      /* steps of >= this many rows merge through counters (0: never) */
   mla_kernel sched, split, one_row, comb; /* one_row.k NULL: one-row steps run split1 */
+  mla_kernel vproj;  /* the value projection (options.v_head_dim > 0), else k NULL */
   mla_kernel split1; /* the split kernel of one-row steps without one_row: split, or the
                       * 16-head kernel in groups1 groups where hg1 != hg */
   cgrt_tensor_desc descs[3];  /* partial outputs, partial LSEs, metadata */
+  cgrt_tensor_desc latent;    /* v_head_dim > 0: the latent O, [max_rows, q_heads, 512] bf16 */
   size_t workspace_bytes;
+  size_t latent_bytes;
   size_t counter_bytes;       /* bytes of the counter buffer this plan needs (all lanes below) */
   size_t counter_offset;      /* first counter of this plan's lane, in counters */
   size_t fixed_split_bytes;
@@ -129,6 +133,10 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
                       c, rows, CGRT_MLA_TILE);
   o->max_blocks_per_seq = (int)mbps;
   *cap = (int)c;
+  if (o->v_head_dim != 0 && (o->v_head_dim < 0 || o->v_head_dim > CGRT_MLA_DV || o->v_head_dim % CGRT_MLA_VPROJ_COLS))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_plan_create: v_head_dim %d is not 0 or a multiple of %d in %d..%d",
+                      o->v_head_dim, CGRT_MLA_VPROJ_COLS, CGRT_MLA_VPROJ_COLS, CGRT_MLA_DV);
   return CGRT_SUCCESS;
 }
 
@@ -246,6 +254,11 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
       (st = load(p, split1, p->hg1 != p->hg ? p->groups1 : p->groups, &p->split1)) ||
       (st = load(p, sched, p->groups, &p->sched)) || (st = load(p, comb, p->groups, &p->comb)))
     return st;
+  if (p->o.v_head_dim > 0) {
+    const cgrt__mla_kernel *vp = pick(CGRT__MLA_VPROJ, 0, ps, 0);
+    if (!vp) return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_mla_plan_create: no value projection kernel");
+    if ((st = load(p, vp, 1, &p->vproj))) return st;
+  }
   return CGRT_SUCCESS;
 }
 
@@ -271,6 +284,14 @@ static cgrt_status reserve(cgrt_mla_plan *p) {
   p->workspace_bytes = (size_t)slots * p->q_heads * (CGRT_MLA_DV + 1) * 4 + (size_t)(2 * p->max_rows + 2) * 4;
   CUdeviceptr ptrs[3];
   cgrt_status st = cgrt_workspace_request(rt, p->o.lane, MLA_WORKSPACE_NAME, p->descs, 3, ptrs);
+  if (!st && p->o.v_head_dim > 0) {
+    cgrt_tensor_desc *l = &p->latent;
+    l->ndim = 3; l->shape[0] = p->max_rows; l->shape[1] = p->q_heads; l->shape[2] = CGRT_MLA_DV;
+    l->dtype = CGRT_DTYPE_BF16;
+    p->latent_bytes = (size_t)p->max_rows * p->q_heads * CGRT_MLA_DV * 2;
+    CUdeviceptr lp;
+    st = cgrt_workspace_request(rt, p->o.lane, MLA_LATENT_NAME, &p->latent, 1, &lp);
+  }
   if (!st && p->o.combine != CGRT_MLA_COMBINE_WORKSPACE) {
     /* max_rows x q_heads counters also cover requests x kernel head groups. */
     p->counter_offset = (size_t)p->o.lane * p->max_rows * p->q_heads;
@@ -383,15 +404,30 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
     info->counters_min_rows = p->counters_min_rows * p->unit;
   if (info->size >= offsetof(cgrt_mla_plan_info, kv_shared) + sizeof info->kv_shared)
     info->kv_shared = p->unit > 1;
+  if (info->size >= offsetof(cgrt_mla_plan_info, latent_bytes) + sizeof info->latent_bytes)
+    info->latent_bytes = p->latent_bytes;
   return CGRT_SUCCESS;
 }
 
 /* Checks the step's arguments against the plan. */
 static cgrt_status check_args(const cgrt_mla_plan *p, const cgrt_mla_args *a) {
   if (!a) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_mla_decode: args is NULL");
-  if (a->size < sizeof *a)
+  /* The struct grows at its end: a caller built against the header that ended at
+   * softmax_scale passes no w_uv. */
+  const size_t first = offsetof(cgrt_mla_args, softmax_scale) + sizeof a->softmax_scale;
+  if (a->size < first || a->size > (1u << 16))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_mla_decode: args->size is %zu, expected %zu", a->size, sizeof *a);
+  const CUdeviceptr w_uv = a->size >= offsetof(cgrt_mla_args, w_uv) + sizeof a->w_uv ? a->w_uv : 0;
+  if (p->o.v_head_dim > 0 && (!w_uv || (w_uv & 15)))
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: the plan projects to v_head_dim %d: w_uv must be a 16-byte aligned "
+                      "bf16 [q_heads, 512, %d] tensor (it is 0x%llx)", p->o.v_head_dim, p->o.v_head_dim,
+                      (unsigned long long)w_uv);
+  if (p->o.v_head_dim == 0 && w_uv)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_mla_decode: w_uv is set but the plan has no v_head_dim (create it with "
+                      "options.v_head_dim to project the output)");
   const char *null_name = !a->q ? "q" : !a->kv_cache ? "kv_cache" : !a->block_table ? "block_table"
                         : !a->seq_lens ? "seq_lens" : !a->out ? "out" : !a->lse ? "lse" : NULL;
   if (null_name)
@@ -419,8 +455,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
 
   /* Same addresses every step once reserved (requests that fit are allowed during
    * capture); asked each time so that a grown reservation before the lock is followed. */
-  CUdeviceptr ws[3];
+  CUdeviceptr ws[3], lat = 0;
   st = cgrt_workspace_request(rt, p->o.lane, MLA_WORKSPACE_NAME, p->descs, 3, ws);
+  if (!st && p->vproj.k) st = cgrt_workspace_request(rt, p->o.lane, MLA_LATENT_NAME, &p->latent, 1, &lat);
   if (st) {
     cgrt__error_prefix("cgrt_mla_decode");
     return st;
@@ -456,7 +493,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   int qh = p->kh, hg = row16 ? p->hg1 : p->hg, mbps = p->o.max_blocks_per_seq, ps = p->o.page_size;
   float scale = a->softmax_scale, kv_scale = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? p->o.kv_scale : 1.f;
   CUdeviceptr seq_lens = a->seq_lens, meta = ws[2], q = a->q, kv = a->kv_cache,
-              bt = a->block_table, out = a->out, lse = a->lse, po = ws[0], pl = ws[1];
+              bt = a->block_table, out = p->vproj.k ? lat : a->out, lse = a->lse, po = ws[0], pl = ws[1];
   const cgrt__driver *drv = rt->drv;
   CUresult r;
 
@@ -513,6 +550,22 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
     cfg.sharedMemBytes = 0;
     r = drv->cuLaunchKernelEx(&cfg, p->comb.f, comb_args, NULL);
     if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: combine kernel");
+  }
+  if (p->vproj.k) {
+    /* The value projection of the merged latent O into args.out: grid (q_heads, v / 32,
+     * ceil(rows / 64)) over the query rows (a block's rows run together are rows again
+     * here); with programmatic launch its CTAs read w_uv while the merge runs. */
+    CUdeviceptr w = a->w_uv, dst = a->out;
+    int nrows = a->num_rows, qh1 = p->q_heads, dv = p->o.v_head_dim;
+    void *vp_args[] = {&lat, &w, &dst, &nrows, &qh1, &dv};
+    cfg.gridDimX = (unsigned)qh1;
+    cfg.gridDimY = (unsigned)(dv / CGRT_MLA_VPROJ_COLS);
+    cfg.gridDimZ = (unsigned)((nrows + CGRT_MLA_VPROJ_ROWS - 1) / CGRT_MLA_VPROJ_ROWS);
+    cfg.blockDimX = (unsigned)p->vproj.k->threads;
+    cfg.sharedMemBytes = (unsigned)p->vproj.k->smem;
+    r = drv->cuLaunchKernelEx(&cfg, p->vproj.f, vp_args, NULL);
+    if (r != CUDA_SUCCESS)
+      return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuLaunchKernelEx", "cgrt_mla_decode: value projection kernel");
   }
   return CGRT_SUCCESS;
 }

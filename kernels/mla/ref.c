@@ -298,12 +298,43 @@ static void combine_ref(const cgrt__ref_launch *l, const unsigned char *p, const
   }
 }
 
+/* cgrt_mla_vproj(lat, w, out, rows, qh, dv): out[r, h, c] = bf16(sum_k O[r, h, k] x
+ * W[h, k, c]) for the heads and column slices of the grid and every row; the kernel's
+ * order: four fp32 sums over k quarters of 128, added in quarter order. */
+static void vproj_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
+  const uint16_t *lat = PTR(const uint16_t, 0);
+  const uint16_t *w = PTR(const uint16_t, 1);
+  uint16_t *out = PTR(uint16_t, 2);
+  const int rows = INT(3), qh = INT(4), dv = INT(5);
+  const int nh = (int)l->grid[0] < qh ? (int)l->grid[0] : qh;
+  const int nc = (int)l->grid[1] * CGRT_MLA_VPROJ_COLS < dv ? (int)l->grid[1] * CGRT_MLA_VPROJ_COLS : dv;
+  const long long nr = (long long)l->grid[2] * CGRT_MLA_VPROJ_ROWS < rows ? (long long)l->grid[2] * CGRT_MLA_VPROJ_ROWS
+                                                                           : rows;
+  for (int h = 0; h < nh; h++) {
+    const uint16_t *wh = w + (size_t)h * CGRT_MLA_DV * dv;
+    for (long long r = 0; r < nr; r++) {
+      const uint16_t *o = lat + ((size_t)r * qh + h) * CGRT_MLA_DV;
+      for (int c = 0; c < nc; c++) {
+        float s = 0.f;
+        for (int q = 0; q < 4; q++) {
+          float part = 0.f;
+          for (int k = q * CGRT_MLA_DV / 4; k < (q + 1) * CGRT_MLA_DV / 4; k++)
+            part += bf2f(o[k]) * bf2f(wh[(size_t)k * dv + c]);
+          s += part;
+        }
+        out[((size_t)r * qh + h) * dv + c] = f2bf(s);
+      }
+    }
+  }
+}
+
 /* The parameter list of each role (bytes of each parameter, in order). */
 #define PARAMS_OF_CGRT__MLA_SCHEDULE 8, {8, 8, 4, 4, 4, 4, 4, 4}
 #define PARAMS_OF_CGRT__MLA_SPLIT 23, {8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 8, 4, 4, 4, 4, 4}
 #define PARAMS_OF_CGRT__MLA_SPLIT_ONE_ROW PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_SPLIT_CAUSAL_BLOCK PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
+#define PARAMS_OF_CGRT__MLA_VPROJ 6, {8, 8, 8, 4, 4, 4}
 #define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv, ref) \
   {#name, PARAMS_OF_##role, ref},
 

@@ -129,7 +129,7 @@ class MlaOptions(Structure):
                 ("dcp_world_size", c_int), ("page_size", c_int), ("max_model_len", c_int),
                 ("max_blocks_per_seq", c_int), ("combine", c_int), ("lane", c_int),
                 ("programmatic_launch", c_int), ("causal", c_int), ("kv_dtype", c_int),
-                ("kv_scale", c_float)]
+                ("kv_scale", c_float), ("v_head_dim", c_int)]
 
 
 class MlaPlanInfo(Structure):
@@ -137,13 +137,15 @@ class MlaPlanInfo(Structure):
                 ("head_tile", c_int), ("heads_per_cta", c_int), ("head_groups", c_int),
                 ("splits", c_int), ("workspace_bytes", c_size_t), ("counter_bytes", c_size_t),
                 ("fixed_split_bytes", c_size_t), ("split_kernel", c_char_p),
-                ("one_row_kernel", c_char_p), ("counters_min_rows", c_int), ("kv_shared", c_int)]
+                ("one_row_kernel", c_char_p), ("counters_min_rows", c_int), ("kv_shared", c_int),
+                ("latent_bytes", c_size_t)]
 
 
 class MlaArgs(Structure):
     _fields_ = [("size", c_size_t), ("q", CUdeviceptr), ("kv_cache", CUdeviceptr),
                 ("block_table", CUdeviceptr), ("seq_lens", CUdeviceptr), ("out", CUdeviceptr),
-                ("lse", CUdeviceptr), ("num_rows", c_int), ("softmax_scale", c_float)]
+                ("lse", CUdeviceptr), ("num_rows", c_int), ("softmax_scale", c_float),
+                ("w_uv", CUdeviceptr)]
 
 
 STRUCTS = {  # C name -> ctypes class (tests compare layouts with the C compiler's)

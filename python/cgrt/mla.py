@@ -29,8 +29,10 @@ class MlaPlan(Handle):
     page_size, max_blocks_per_seq, combine ("workspace", "counters", "auto"), lane,
     programmatic_launch, causal (1: causal verify rows), kv_dtype ("bf16" or "fp8_e4m3": an
     e4m3 cache, passed to decode as uint8 bytes, e.g. torch's float8_e4m3fn cache
-    ``.view(torch.uint8)``) and kv_scale (its per-tensor dequantization scale). Create it
-    during warm-up, before the workspace lock."""
+    ``.view(torch.uint8)``), kv_scale (its per-tensor dequantization scale) and v_head_dim
+    (> 0: decode also applies the per-head value up-projection w_uv after the merge and
+    writes out as [rows, q_heads, v_head_dim]). Create it during warm-up, before the
+    workspace lock."""
 
     _kind = "mla plan"
 
@@ -46,6 +48,7 @@ class MlaPlan(Handle):
         self.block_len = opts.block_len
         self.page_size = opts.page_size
         self.kv_fp8 = opts.kv_dtype == KV_DTYPE["fp8_e4m3"]
+        self.v_head_dim = opts.v_head_dim
         self.max_blocks_per_seq = opts.max_blocks_per_seq or -(-opts.max_model_len // opts.page_size)
         info = self.info()
         self.q_heads, self.max_rows = info["q_heads"], info["max_rows"]
@@ -60,18 +63,19 @@ class MlaPlan(Handle):
         return d
 
     def decode(self, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows=None,
-               stream=None):
-        mla_decode(self, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows, stream)
+               stream=None, w_uv=None):
+        mla_decode(self, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows, stream, w_uv)
 
 
 def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale, num_rows=None,
-               stream=None):
+               stream=None, w_uv=None):
     """Enqueues one MLA decode step (cgrt_mla_decode) after checking every tensor.
 
     q bf16 [>= num_rows, q_heads, 576]; kv_cache bf16 [pages, page_size, 576] (uint8 e4m3
     bytes for a plan of kv_dtype "fp8_e4m3");
     block_table int32 [>= num_rows / block_len, max_blocks_per_seq]; seq_lens int32
-    [>= num_rows / block_len]; out bf16 [>= num_rows, q_heads, 512]; lse float32
+    [>= num_rows / block_len]; out bf16 [>= num_rows, q_heads, 512] (a plan with v_head_dim
+    v: [>= num_rows, q_heads, v], and w_uv bf16 [q_heads, 512, v]); lse float32
     [>= num_rows, q_heads] (the first num_rows rows are used); all dense, q/kv_cache/out
     16-byte aligned, on the runtime's device (host arrays on the emulation). num_rows
     defaults to q.shape[0].
@@ -104,7 +108,16 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
     tbt = rt.check_tensor(block_table, "block_table", dtype="int32",
                           shape=(None, plan.max_blocks_per_seq), align=4)
     tsl = rt.check_tensor(seq_lens, "seq_lens", dtype="int32", shape=(None,), align=4)
-    tout = rt.check_tensor(out, "out", dtype="bfloat16", shape=(None, h, V_DIM), align=16)
+    vd = plan.v_head_dim
+    tout = rt.check_tensor(out, "out", dtype="bfloat16", shape=(None, h, vd or V_DIM), align=16)
+    if vd:
+        if w_uv is None:
+            raise ValueError(f"w_uv: the plan projects to v_head_dim {vd}; pass w_uv [{h}, {V_DIM}, {vd}]")
+        w_ptr = rt.check_tensor(w_uv, "w_uv", dtype="bfloat16", shape=(h, V_DIM, vd), align=16).ptr
+    elif w_uv is not None:
+        raise ValueError("w_uv: the plan has no v_head_dim (create it with v_head_dim=... to project)")
+    else:
+        w_ptr = 0
     tlse = rt.check_tensor(lse, "lse", dtype="float32", shape=(None, h), align=4)
     for t, what in ((tq, "q"), (tout, "out"), (tlse, "lse")):
         if t.shape[0] < rows:
@@ -118,5 +131,6 @@ def mla_decode(plan, q, kv_cache, block_table, seq_lens, out, lse, softmax_scale
     else:
         s = stream_ptr(stream)
     args = _lib.MlaArgs(size=ctypes.sizeof(_lib.MlaArgs), q=tq.ptr, kv_cache=tkv.ptr, block_table=tbt.ptr,
-                        seq_lens=tsl.ptr, out=tout.ptr, lse=tlse.ptr, num_rows=rows, softmax_scale=scale)
+                        seq_lens=tsl.ptr, out=tout.ptr, lse=tlse.ptr, num_rows=rows, softmax_scale=scale,
+                        w_uv=w_ptr)
     lib.cgrt_mla_decode(plan.handle, s, byref(args))

@@ -58,6 +58,7 @@ struct Case {
   int num_rows = 0;             // rows of the step (0: reqs x block_len, every request)
   int fp8 = 0;                  // 1: cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3
   float kv_scale = 1.f;         // its cgrt_mla_options.kv_scale
+  int v_head_dim = 0;           // cgrt_mla_options.v_head_dim (> 0: the projected output)
 };
 
 // The rows of kernels/mla/kernel_table.h.
@@ -189,6 +190,7 @@ class Harness : public ::testing::Test {
     o.causal = c.causal;
     o.kv_dtype = c.fp8 ? CGRT_MLA_KV_FP8_E4M3 : CGRT_MLA_KV_BF16;
     o.kv_scale = c.kv_scale;
+    o.v_head_dim = c.v_head_dim;
     cgrt_mla_plan *plan = nullptr;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &plan));
     check_plan(plan);
@@ -213,7 +215,17 @@ class Harness : public ::testing::Test {
     const size_t page_bytes = (size_t)c.page_size * D * (c.fp8 ? 1 : 2);
     CUdeviceptr d_kv = alloc((size_t)(c.page_base + used) * page_bytes);
     CUdeviceptr d_q = alloc(q.size() * 2), d_bt = alloc(bt.size() * 4), d_len = alloc(c.reqs * 4);
-    CUdeviceptr d_out = alloc((size_t)rows * qh * DV * 2), d_lse = alloc((size_t)rows * qh * 4);
+    // The output: the latent O, or with v_head_dim its projection by w_uv (random,
+    // scaled so that the projected values stay near 1).
+    const int ow = c.v_head_dim > 0 ? c.v_head_dim : DV;
+    CUdeviceptr d_out = alloc((size_t)rows * qh * ow * 2), d_lse = alloc((size_t)rows * qh * 4);
+    std::vector<uint16_t> wuv(c.v_head_dim > 0 ? (size_t)qh * DV * ow : 0);
+    for (auto &x : wuv) x = f2bf(uni(rng) * 0.1f);
+    CUdeviceptr d_w = 0;
+    if (!wuv.empty()) {
+      d_w = alloc(wuv.size() * 2);
+      upload(d_w, wuv.data(), wuv.size() * 2);
+    }
     if (c.fp8)
       upload(d_kv + (size_t)c.page_base * page_bytes, kv8.data(), kv8.size());
     else
@@ -221,7 +233,7 @@ class Harness : public ::testing::Test {
     upload(d_q, q.data(), q.size() * 2);
     upload(d_bt, bt.data(), bt.size() * 4);
     upload(d_len, c.lens.data(), c.reqs * 4);
-    std::vector<uint16_t> poison((size_t)rows * qh * DV, 0x7fc1);  // NaN
+    std::vector<uint16_t> poison((size_t)rows * qh * ow, 0x7fc1);  // NaN
     upload(d_out, poison.data(), poison.size() * 2);
     std::vector<float> lpoison((size_t)rows * qh, NAN);
     upload(d_lse, lpoison.data(), lpoison.size() * 4);
@@ -236,9 +248,10 @@ class Harness : public ::testing::Test {
     a.lse = d_lse;
     a.num_rows = rows;
     a.softmax_scale = 1.f / std::sqrt(192.f);
+    a.w_uv = d_w;
     // Every launch of the same step gives the same bits: no result may depend on which
     // CTA of a row finishes last (the counters merge) or on launch order.
-    std::vector<uint16_t> out((size_t)rows * qh * DV), out_i(out.size());
+    std::vector<uint16_t> out((size_t)rows * qh * ow), out_i(out.size());
     std::vector<float> lse((size_t)rows * qh), lse_i(lse.size());
     for (int i = 0; i < c.launches; i++) {
       CGRT_ASSERT_OK(cgrt_mla_decode(plan, nullptr, &a));
@@ -258,15 +271,15 @@ class Harness : public ::testing::Test {
     // Host fp32 reference, full context per row (causal: row j of a block of k sees
     // k - 1 - j tokens fewer, at least 0).
     double num = 0, den = 0, max_dlse = 0;
-    std::vector<float> sc, acc(DV), qf(D);
+    std::vector<float> sc, acc(DV), qf(D), lat(DV);
     for (int r = 0; r < rows; r++) {
       const int shorter = c.causal ? c.block_len - 1 - r % c.block_len : 0;
       const int len = std::max(0, c.lens[r / c.block_len] - shorter);
       const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
       for (int h = 0; h < qh; h++) {
-        const size_t oi = ((size_t)r * qh + h) * DV;
+        const size_t oi = ((size_t)r * qh + h) * ow;
         if (len == 0) {
-          for (int i = 0; i < DV; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
+          for (int i = 0; i < ow; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
           ASSERT_TRUE(std::isinf(lse[(size_t)r * qh + h]) && lse[(size_t)r * qh + h] < 0);
           continue;
         }
@@ -288,8 +301,17 @@ class Harness : public ::testing::Test {
           sum += w;
           for (int i = 0; i < DV; i++) acc[i] += w * kval(k + i);
         }
-        for (int i = 0; i < DV; i++) {
-          const float ref = (float)(acc[i] / sum), got = bf2f(out[oi + i]);
+        // With v_head_dim: the latent rounded to bf16 (as the kernels hand it over), then
+        // projected by w_uv[h] in double.
+        for (int i = 0; i < DV; i++) lat[i] = c.v_head_dim > 0 ? bf2f(f2bf((float)(acc[i] / sum))) : (float)(acc[i] / sum);
+        for (int i = 0; i < ow; i++) {
+          double rd = 0;
+          if (c.v_head_dim > 0) {
+            for (int k = 0; k < DV; k++) rd += (double)lat[k] * bf2f(wuv[((size_t)h * DV + k) * ow + i]);
+          } else {
+            rd = lat[i];
+          }
+          const float ref = (float)rd, got = bf2f(out[oi + i]);
           ASSERT_TRUE(std::isfinite(got)) << "row " << r << " head " << h << " col " << i;
           num += (double)(got - ref) * (got - ref);
           den += (double)ref * ref;

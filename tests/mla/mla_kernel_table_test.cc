@@ -44,7 +44,10 @@ TEST(MlaKernelTable, EveryRowHasItsReference) {
     ASSERT_NE(r, nullptr) << "no C reference in kernels/mla/ref.c";
     EXPECT_NE(r->fn, nullptr);
     // The launch's argument lists in plan.c.
-    EXPECT_EQ(r->num_params, is_split(k) ? 23u : k.role == CGRT__MLA_SCHEDULE ? 8u : 7u);
+    EXPECT_EQ(r->num_params, is_split(k)                      ? 23u
+                             : k.role == CGRT__MLA_SCHEDULE ? 8u
+                             : k.role == CGRT__MLA_VPROJ    ? 6u
+                                                            : 7u);
     EXPECT_GT(k.threads, 0);
     EXPECT_GE(k.smem, 0);
     EXPECT_LE(k.smem, 227 * 1024);
@@ -139,6 +142,11 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
       } else if (k.role == CGRT__MLA_SPLIT_ONE_ROW) {
         c.reqs = 1;
         c.lens = {emulated_ ? 700 : 8192};
+      } else if (k.role == CGRT__MLA_VPROJ) {
+        // The value projection: a plan with v_head_dim, rows split across ranges.
+        c.v_head_dim = 128;
+        c.reqs = 3;
+        c.lens = {emulated_ ? 700 : 5000, 0, 300};
       } else if (k.role == CGRT__MLA_SCHEDULE) {
         c.reqs = max_threads + 1;
         c.lens = mixed(c.reqs, 64, rng, true);
@@ -147,7 +155,9 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
         c.lens = {emulated_ ? 700 : 5000, 0, 300};
       }
       for (cgrt_mla_combine cb : kBoth) {
-        if (cb == CGRT_MLA_COMBINE_COUNTERS && k.role != CGRT__MLA_SPLIT && k.role != CGRT__MLA_SPLIT_CAUSAL_BLOCK) continue;
+        if (cb == CGRT_MLA_COMBINE_COUNTERS && k.role != CGRT__MLA_SPLIT && k.role != CGRT__MLA_SPLIT_CAUSAL_BLOCK &&
+            k.role != CGRT__MLA_VPROJ)
+          continue;
         c.combine = cb;
         launched_.clear();
         check(c, what + (cb ? ", counters" : ", workspace"));
