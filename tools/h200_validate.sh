@@ -63,6 +63,8 @@ run mla_wgmma_test 150 "$B/mla_wgmma_test"
 run mla_t64_test 150 "$B/mla_t64_test"
 run mla_kernel_table_test 150 "$B/mla_kernel_table_test"
 run mla_block_test 200 "$B/mla_block_test"
+run mla_vproj_test 200 "$B/mla_vproj_test"
+run mla_fp8_test 300 "$B/mla_fp8_test"
 run graphs_verify_test 60 "$B/graphs_verify_test"
 # The DCP merge kernels (issue 17) on one GPU; the collectives need two (bench/dcp_decode).
 run dcp_kernels_test 120 "$B/dcp_kernels_test"
@@ -89,6 +91,10 @@ run memcheck_mla 240 compute-sanitizer --tool memcheck --report-api-errors no "$
 [ "$QUICK" != 1 ] && run racecheck_wgmma 240 compute-sanitizer --tool racecheck "$B/mla_wgmma_test"
 [ "$QUICK" != 1 ] && run racecheck_t64 300 compute-sanitizer --tool racecheck "$B/mla_t64_test" \
   --gtest_filter=MlaT64.HeadCountsBothStrategies:MlaT64.BlockRowsDcpPaddingLongRows:MlaT64Row1.ProgrammaticLaunch
+# The value projection (cgrt_mla_vproj, options.v_head_dim): its own test under both tools.
+run memcheck_vproj 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_vproj_test"
+run racecheck_vproj 240 compute-sanitizer --tool racecheck "$B/mla_vproj_test" \
+  --gtest_filter=MlaVproj.HeadCountsFp8BlocksAndProgrammaticLaunch
 run memcheck_t64 240 compute-sanitizer --tool memcheck --report-api-errors no "$B/mla_t64_test" --gtest_filter=-*2To31*
 # The default 16-head kernel (cgrt_mla_split_t64 since the sixth session) on mla_test.
 [ "$QUICK" != 1 ] && run racecheck_m16 420 compute-sanitizer --tool racecheck "$B/mla_test" \

@@ -307,8 +307,21 @@ class MlaPlan:
         self.plan = be.rt.mla_plan(**options)
         self.info = self.plan.info()
         self.v_head_dim = self.plan.v_head_dim  # > 0: decode applies W_UV (cgrt_mla_vproj)
+        self.proj, self.proj_below = None, 0
         self._args = _clib.MlaArgs(size=ctypes.sizeof(_clib.MlaArgs))
         self._decode = cgrt.lib.cgrt_mla_decode
+
+    def pair_projection(self, proj):
+        """Steps of fewer rows than this plan's counters_min_rows (those that merge through
+        the workspace's combine kernel) run `proj`, the same plan with v_head_dim: its value
+        projection reads W_UV while the combine runs and replaces the W_UV bmm. Steps that
+        merge through counters have no combine to hide the weight read behind and keep the
+        bmm (measured: docs/mla_decode.md, "The value projection")."""
+        self.proj, self.proj_below = proj, int(self.info["counters_min_rows"])
+
+    def for_rows(self, rows):
+        """The plan a step of `rows` rows runs (pair_projection)."""
+        return self.proj if self.proj is not None and rows < self.proj_below else self
 
     def decode(self, stream, q, kv_cache, block_table, seq_lens, out, lse, num_rows, softmax_scale, w_uv=None):
         """cgrt_mla_decode on `stream`: q bf16 [rows, heads, 576], kv_cache bf16 [pages, page,

@@ -105,7 +105,7 @@ def add_vproj_arg(p):
 
 
 # Engine(vproj=...) of the scripts' --vproj (the engine's own default is the same)
-VPROJ_DEFAULT = 0
+VPROJ_DEFAULT = 1
 
 
 def open_backend(args):

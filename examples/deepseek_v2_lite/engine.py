@@ -86,7 +86,7 @@ DIRS = {"token_ids": cg.IN, "req_seq_lens": cg.IN, "req_positions": cg.IN, "bloc
 class Engine:
     def __init__(self, be, cfg: ModelConfig, max_num_seqs, max_model_len, num_pages, spec_k=0, spec_seqs=0,
                  kv_distinct=None, checked=False, alpha=None, log_width=512, stream=None, progress=print,
-                 decode_sizes=None, device_patch=True, pdl=True, vproj=False):
+                 decode_sizes=None, device_patch=True, pdl=True, vproj=True):
         cfg.check()
         if spec_k < 0:
             raise ValueError("spec_k: 0 (no speculative decoding) or >= 1 draft tokens per iteration")
@@ -123,19 +123,23 @@ class Engine:
         # programmatic_launch: MLA's split and combine kernels start while the kernel before
         # them finishes (programmatic dependent launch) and wait on the device
         self.pdl = int(bool(pdl))
-        # vproj: MLA applies W_UV itself after its merge (cgrt_mla_options.v_head_dim; the
-        # value projection reads W_UV while the merge runs) and writes o_proj's input: no
-        # latent output and no W_UV bmm in the step
+        # vproj: steps of few rows (those that merge through the combine kernel) run a
+        # second plan with v_head_dim: MLA applies W_UV itself after its merge (the value
+        # projection reads W_UV while the combine runs) and writes o_proj's input, with no
+        # W_UV bmm in the step (backend.MlaPlan.pair_projection)
         self.vproj = bool(vproj)
-        vd = cfg.v_head if self.vproj else 0
-        self.plan = be.mla_plan(max_num_seqs=self.max_rows, heads=cfg.heads, max_model_len=max_model_len,
-                                page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_TARGET,
-                                programmatic_launch=self.pdl, v_head_dim=vd)
+        mk = dict(heads=cfg.heads, max_model_len=max_model_len, page_size=cfg.page_size,
+                  max_blocks_per_seq=self.MB, programmatic_launch=self.pdl)
+        self.plan = be.mla_plan(max_num_seqs=self.max_rows, lane=cg.LANE_TARGET, **mk)
+        if self.vproj:
+            self.plan.pair_projection(be.mla_plan(max_num_seqs=self.max_rows, lane=cg.LANE_TARGET,
+                                                  v_head_dim=cfg.v_head, **mk))
         self.dplan = None
         if spec_k:
-            self.dplan = be.mla_plan(max_num_seqs=self.Ss, heads=cfg.heads, max_model_len=max_model_len,
-                                     page_size=cfg.page_size, max_blocks_per_seq=self.MB, lane=cg.LANE_DRAFT,
-                                     programmatic_launch=self.pdl, v_head_dim=vd)
+            self.dplan = be.mla_plan(max_num_seqs=self.Ss, lane=cg.LANE_DRAFT, **mk)
+            if self.vproj:
+                self.dplan.pair_projection(be.mla_plan(max_num_seqs=self.Ss, lane=cg.LANE_DRAFT,
+                                                       v_head_dim=cfg.v_head, **mk))
         be.lock()
 
         self.dec = io_buffers(cfg, self.S, self.MB, dev)

@@ -178,15 +178,16 @@ class Exec:
     def step_begin(self, io, B):
         """Called once per step before the layers (per-step attention metadata)."""
 
-    def projects(self, plan):
-        """Whether this layer's attention also applies W_UV (cgrt's MLA with a plan of
-        v_head_dim: the value projection after the merge, cgrt_mla_vproj)."""
-        return bool(plan.v_head_dim)
-
-    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv=None):
-        """The attention of one layer; returns the tensor holding its output (`out`: the
-        latent [rows, heads, 512], or with w_uv its projection [rows, heads, v_head])."""
-        plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv)
+    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, proj=None):
+        """The attention of one layer; returns the tensor holding its output: `out`, the
+        latent [rows, heads, 512], or where the plan projects steps of this many rows
+        (MlaPlan.for_rows: cgrt's value projection after the merge, cgrt_mla_vproj) and
+        proj = (o, w_uv) is given, o [rows, heads, v_head] = the latent x W_UV."""
+        p = plan.for_rows(rows)
+        if p.v_head_dim and proj is not None:
+            p.decode(self.stream, q, kv, block_table, seq_lens, proj[0], lse, rows, scale, proj[1])
+            return proj[0]
+        plan.decode(self.stream, q, kv, block_table, seq_lens, out, lse, rows, scale)
         return out
 
 
@@ -206,10 +207,8 @@ class PeerExec(Exec):
         if self.peer.plan_is_device_work or not torch.cuda.is_current_stream_capturing():
             self.peer.plan(io["block_table"][:B], io["seq_lens"][:B], self.heads, 1, False)
 
-    def projects(self, plan):
-        return False  # the peers' attention ends at the latent output: the W_UV bmm follows
-
-    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, w_uv=None):
+    def mla(self, plan, q, kv, block_table, seq_lens, out, lse, rows, scale, proj=None):
+        # the peers' attention ends at the latent output: the W_UV bmm follows
         B, H = q.shape[0], q.shape[1]
         if self.peer.name == "flashmla":  # it allocates its output: use it, no copy into `out`
             o = self.peer.run(q.view(B, 1, H, q.shape[2]), kv, block_table[:B], seq_lens[:B], scale, False)
@@ -281,12 +280,10 @@ class Model:
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
         ex.seg(self._pre_attn(lw, kv_cache, trash_slot), act.hidden[:B], io["positions"][:B],
                io["slot_mapping"][:B], kv_cache, act.q[:B])
-        if ex.projects(plan):  # MLA writes o_proj's input itself: no W_UV bmm, no latent round trip
-            out, w_uv = act.o[:B], lw["w_uv_t"]
-        else:
-            out, w_uv = act.attn[:B], None
-        attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], out, act.lse[:B], B,
-                      self.cfg.softmax_scale, w_uv=w_uv)
+        # where cgrt's plan projects (steps of few rows), MLA writes o_proj's input itself:
+        # no W_UV bmm after it (_post_attn sees the v_head-wide output)
+        attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
+                      self.cfg.softmax_scale, proj=(act.o[:B], lw["w_uv_t"]))
         ex.seg(self._post_attn(lw), attn, act.hidden[:B])
 
     # ---- steps ----

@@ -41,7 +41,7 @@ class Req:
         return self.ctx + self.gen + 1
 
 
-def attention_check(eng, inputs, n):
+def attention_check(eng, inputs, n, B):
     """Last layer: cgrt's MLA output (still in the activations after the eager step) against
     the fp32 reference over the paged cache. Returns the largest excess over tolerance and
     the largest absolute difference."""
@@ -49,7 +49,7 @@ def attention_check(eng, inputs, n):
     kv = eng.kv.layer_cache[-1]
     out, _ = reference_mla(act.q[:n], kv, inputs["block_table"][:n], inputs["req_seq_lens"][:n],
                            cfg.softmax_scale, cfg.page_size)
-    if eng.vproj:  # MLA projected by W_UV (cgrt_mla_vproj): the reference latent, rounded
+    if eng.plan.for_rows(B).v_head_dim:  # MLA projected by W_UV (cgrt_mla_vproj): the reference latent, rounded
         # to bf16 as the kernels hand it over, projected the same way
         w = eng.weights.layers[-1]["w_uv_t"].float()
         out = torch.bmm(out.to(torch.bfloat16).float().transpose(0, 1), w).transpose(0, 1)
@@ -186,7 +186,7 @@ def main(argv=None):
                     failures.append(f"step {step}: replay differs from eager (n={n}, bucket {B}, max |diff| {d:g})")
                     say(failures[-1])
                 if step % args.attn_check_every == 0:
-                    ex, dm = attention_check(eng, inputs, n)
+                    ex, dm = attention_check(eng, inputs, n, B)
                     checks["attn_checks"] += 1
                     checks["attn_max_diff"] = max(checks["attn_max_diff"], dm)
                     checks["attn_max_excess"] = max(checks["attn_max_excess"], ex)

@@ -124,10 +124,12 @@ def test_value_projection_in_mla_equals_the_bmm(be):
     """vproj: cgrt's MLA applies W_UV after its merge (cgrt_mla_vproj) and writes o_proj's
     input; the step then runs no W_UV bmm. Its captured step equals its eager step bit for
     bit, and both agree with the engine that runs the bmm (the same weights and inputs)."""
-    proj = Engine(be, REDUCED, 8, 300, 200, progress=_say, vproj=True)  # first: its latent reservation
-    plain = Engine(be, REDUCED, 8, 300, 200, progress=_say)
-    assert proj.plan.v_head_dim == REDUCED.v_head and plain.plan.v_head_dim == 0
-    assert proj.plan.info["latent_bytes"] == 8 * REDUCED.heads * 512 * 2
+    proj = Engine(be, REDUCED, 8, 300, 200, progress=_say)  # the default; first: its latent reservation
+    plain = Engine(be, REDUCED, 8, 300, 200, progress=_say, vproj=False)
+    below = proj.plan.proj_below  # steps below the counters threshold project
+    assert proj.plan.for_rows(1).v_head_dim == REDUCED.v_head and plain.plan.for_rows(1).v_head_dim == 0
+    assert proj.plan.for_rows(below).v_head_dim == 0 and 1 < below <= 8, below
+    assert proj.plan.proj.info["latent_bytes"] == 8 * REDUCED.heads * 512 * 2
     proj.capture_decode()
     for step, ctxs in enumerate([[37, 5], [17, 90, 3, 250, 33]]):
         n = len(ctxs)
