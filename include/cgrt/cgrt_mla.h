@@ -126,7 +126,13 @@ typedef struct cgrt_mla_options {
                            * weight read overlaps the attention's tail. The latent O then
                            * lives in a second reservation of the plan's lane ("mla.latent",
                            * max_rows x q_heads x 512 bf16). A multiple of 32 in 32..512
-                           * (DeepSeek-V2/V3: 128). */
+                           * (DeepSeek-V2/V3: 128). It pays where the step merges through
+                           * the combine kernel (steps below
+                           * cgrt_mla_plan_info.counters_min_rows); behind the counters'
+                           * merge the weight read is not hidden and a GEMM after the
+                           * attention is faster (figures: docs/mla_decode.md, "The value
+                           * projection"), so engines pair a projecting plan for their
+                           * small buckets with a plain one. */
 } cgrt_mla_options;
 
 /* Defaults: block_len 1, causal 0, dcp_world_size 1, page_size 64, combine AUTO, lane 0,
