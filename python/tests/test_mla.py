@@ -84,6 +84,39 @@ def test_mla_decode_equals_the_reference(rt):
     assert not f32(out[2]).any() and np.isneginf(lse[2]).all()  # padding row
 
 
+def test_mla_decode_with_the_value_projection(rt):
+    """v_head_dim: out = bf16(O) x w_uv per head, [rows, heads, v]; w_uv required by such a
+    plan and refused by a plain one, before any launch."""
+    rng = np.random.default_rng(5)
+    V = 64
+    plan = rt.mla_plan(max_num_seqs=3, heads=HEADS, max_model_len=PAGES * PAGE, page_size=PAGE, v_head_dim=V)
+    assert plan.v_head_dim == V and plan.info()["latent_bytes"] == 3 * HEADS * 512 * 2
+    q, kv, bt = make_inputs(rng, 3)
+    sl = aligned((3,), np.int32)
+    sl[:] = [200, 37, 0]
+    w = aligned((HEADS, 512, V), np.uint16)
+    w[...] = bf16(rng.standard_normal((HEADS, 512, V)) * 0.05)
+    out, lse = aligned((3, HEADS, V), np.uint16), aligned((3, HEADS), np.float32)
+    B = cgrt.reinterpret
+    cgrt.mla_decode(plan, B(q, "bfloat16"), B(kv, "bfloat16"), bt, sl, B(out, "bfloat16"), lse, SCALE,
+                    w_uv=B(w, "bfloat16"))
+    rt.synchronize()
+    ref_lat, ref_lse = reference(q, kv, bt, sl)
+    ref = np.einsum("rhk,hkv->rhv", f32(bf16(ref_lat)).astype(np.float64), f32(w).astype(np.float64))
+    np.testing.assert_allclose(f32(out), ref, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(lse[:2], ref_lse[:2], rtol=1e-3, atol=1e-3)
+    assert not f32(out[2]).any()  # padding row
+    with pytest.raises(ValueError, match="w_uv"):  # a projecting plan without w_uv
+        cgrt.mla_decode(plan, B(q, "bfloat16"), B(kv, "bfloat16"), bt, sl, B(out, "bfloat16"), lse, SCALE)
+    plain = rt.mla_plan(max_num_seqs=3, heads=HEADS, max_model_len=PAGES * PAGE, page_size=PAGE)
+    lat_out, _ = outputs(3)
+    with pytest.raises(ValueError, match="v_head_dim"):  # w_uv for a plan that does not project
+        cgrt.mla_decode(plain, B(q, "bfloat16"), B(kv, "bfloat16"), bt, sl, B(lat_out, "bfloat16"), lse, SCALE,
+                        w_uv=B(w, "bfloat16"))
+    with pytest.raises(cgrt.InvalidArgumentError):  # not a multiple of 32
+        rt.mla_plan(max_num_seqs=1, heads=HEADS, max_model_len=64, v_head_dim=48)
+
+
 def e4m3(b):
     """e4m3 bytes -> float64 (bias 7, subnormals; the bytes used here hold no NaN)."""
     b = b.astype(np.int64)
