@@ -14,7 +14,10 @@ is the lean one of model.py: per layer RMSNorm, the q / kv_a GEMM, one fused ker
 the latent RMSNorm + RoPE + KV-cache write + q_pe, the absorbed W_UK bmm writing into
 MLA's q, MLA, the W_UV bmm, o_proj and down GEMMs with the residual add inside (addmm_),
 RMSNorm, gate/up GEMM, SiLU x up (fused.py: Triton on the GPU; config.fusions says which
-path ran). cgrt's MLA plans use programmatic dependent launch.
+path ran). cgrt's MLA plans use programmatic dependent launch; with --vproj 1 (the
+default; config.vproj) the buckets below the MLA plan's counters_min_rows run a plan with
+v_head_dim, whose value projection replaces the W_UV bmm (docs/mla_decode.md, "The value
+projection"); the torch_graph_peer step keeps the bmm after the peer's attention.
 
 Methods, per (batch, context) point, with a bucket of B >= batch rows:
   cgrt_prepared    the engine's per-step call: gs.prepare(bind) once per entry of a ring
