@@ -51,7 +51,6 @@ struct cgrt_mla_plan {
   cgrt_tensor_desc descs[3];  /* partial outputs, partial LSEs, metadata */
   cgrt_tensor_desc latent;    /* v_head_dim > 0: the latent O, [max_rows, q_heads, 512] bf16 */
   size_t workspace_bytes;
-  size_t latent_bytes;
   size_t counter_bytes;       /* bytes of the counter buffer this plan needs (all lanes below) */
   size_t counter_offset;      /* first counter of this plan's lane, in counters */
   size_t fixed_split_bytes;
@@ -288,7 +287,6 @@ static cgrt_status reserve(cgrt_mla_plan *p) {
     cgrt_tensor_desc *l = &p->latent;
     l->ndim = 3; l->shape[0] = p->max_rows; l->shape[1] = p->q_heads; l->shape[2] = CGRT_MLA_DV;
     l->dtype = CGRT_DTYPE_BF16;
-    p->latent_bytes = (size_t)p->max_rows * p->q_heads * CGRT_MLA_DV * 2;
     CUdeviceptr lp;
     st = cgrt_workspace_request(rt, p->o.lane, MLA_LATENT_NAME, &p->latent, 1, &lp);
   }
@@ -405,7 +403,7 @@ cgrt_status cgrt_mla_plan_get_info(const cgrt_mla_plan *p, cgrt_mla_plan_info *i
   if (info->size >= offsetof(cgrt_mla_plan_info, kv_shared) + sizeof info->kv_shared)
     info->kv_shared = p->unit > 1;
   if (info->size >= offsetof(cgrt_mla_plan_info, latent_bytes) + sizeof info->latent_bytes)
-    info->latent_bytes = p->latent_bytes;
+    info->latent_bytes = p->vproj.k ? (size_t)p->max_rows * p->q_heads * CGRT_MLA_DV * 2 : 0;
   return CGRT_SUCCESS;
 }
 

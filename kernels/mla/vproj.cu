@@ -19,8 +19,11 @@
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
+#include "kernels/mla/split.cuh"  // cgrt_mla::mma16816
 
 namespace {
+
+using cgrt_mla::mma16816;
 
 constexpr int DV = CGRT_MLA_DV;           // 512: the latent width (K of the product)
 constexpr int NC = CGRT_MLA_VPROJ_COLS;   // 32 output columns per CTA
@@ -31,14 +34,6 @@ constexpr int RP = NC + 8;                // padded row of the reduction (floats
 constexpr int KW = DV / 4;                // k per warp
 static_assert(NC * WP * 2 <= CGRT_MLA_VPROJ_SMEM && 4 * RT * RP * 4 <= CGRT_MLA_VPROJ_SMEM,
               "cgrt_mla_vproj: shared memory layout");
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 } // namespace
 
@@ -98,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
       for (int n = 0; n < 4; n++) {  // B fragment: (k 2t | 2t + 8, column g) of tile n
         const uint16_t *bp = wt + (n * 8 + g) * WP + kb + s * 16 + 2 * t;
-        mma_bf16(acc[m][n], a[s], *reinterpret_cast<const uint32_t *>(bp),
+        mma16816(acc[m][n], a[s], *reinterpret_cast<const uint32_t *>(bp),
                  *reinterpret_cast<const uint32_t *>(bp + 8));
       }
   }
