@@ -6,7 +6,9 @@
 // options' default; "auto:cnt" / "auto:ws" says which one the step count takes),
 // workspace, counters. The A/B (--ab) replays option variants in interleaved rounds:
 // "default" is the workspace strategy, "counters" the counters strategy, "pdl"
-// programmatic_launch 1. Block shapes (block_len k > 1, "causal" 1 for verify rows)
+// programmatic_launch 1 (up to 64 rows), "pdl1" / "pdl2" AUTO with programmatic_launch 1
+// / 2 (2: the split reads seq_lens and its first block-table entries while the call
+// before it in the graph ends). Block shapes (block_len k > 1, "causal" 1 for verify rows)
 // add, all with AUTO: "auto" (the plan's choice), "rows" (the rows apart: every row
 // its own request of block_len 1, with the block's block-table row and its own
 // length, which is exactly the launches of a plan that does not run a block's rows
@@ -369,6 +371,10 @@ int main(int argc, char **argv) {
       vs.push_back({"counters", C, 0, false, -1, false, nullptr, {}, {}});
       if (fp8) vs.push_back({"fp8", W, 0, false, -1, true, nullptr, {}, {}});
       if (batch <= 64 && blk == 1) vs.push_back({"pdl", W, 1, false, -1, false, nullptr, {}, {}});
+      if (blk == 1) {  // AUTO with programmatic_launch 1 and 2 (early reads of seq_lens and entries)
+        vs.push_back({"pdl1", A, 1, false, -1, false, nullptr, {}, {}});
+        vs.push_back({"pdl2", A, 2, false, -1, false, nullptr, {}, {}});
+      }
       if (blk > 1) {
         vs.push_back({"auto", A, 0, false, -1, false, nullptr, {}, {}});
         vs.push_back({"rows", A, 0, true, -1, false, nullptr, {}, {}});

@@ -10,11 +10,14 @@ bench/peers/mla_peers.py), plus eager PyTorch; same weights, KV caches and input
 
 Writes DIR/model_decode.json and PNG plots (step latency against batch, one plot per
 context, the three methods; host time p50, p99 and quietest round per batch). The step
-is the lean one of model.py: per layer RMSNorm, the q / kv_a GEMM, one fused kernel for
-the latent RMSNorm + RoPE + KV-cache write + q_pe, the absorbed W_UK bmm writing into
-MLA's q, MLA, the W_UV bmm, o_proj and down GEMMs with the residual add inside (addmm_),
+is the lean one of model.py: per layer RMSNorm, the q / kv_a GEMM, the absorbed W_UK bmm
+writing into MLA's q, one fused kernel for the latent RMSNorm + RoPE + KV-cache write +
+q_pe, MLA, the W_UV bmm, o_proj and down GEMMs with the residual add inside (addmm_),
 RMSNorm, gate/up GEMM, SiLU x up (fused.py: Triton on the GPU; config.fusions says which
-path ran). cgrt's MLA plans use programmatic dependent launch; with --vproj 1 (the
+path ran). cgrt's MLA plans use programmatic dependent launch (--pdl 2, the default:
+the split kernel reads seq_lens, schedules the step and reads its first block-table
+entries while the RoPE + KV-write kernel before it runs; config.mla_programmatic_launch);
+with --vproj 1 (the
 default; config.vproj) the buckets below the MLA plan's counters_min_rows run a plan with
 v_head_dim, whose value projection replaces the W_UV bmm (docs/mla_decode.md, "The value
 projection"); the torch_graph_peer step keeps the bmm after the peer's attention.
@@ -1257,6 +1260,9 @@ def main(argv=None):
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
     common.add_patch_arg(p)
     common.add_vproj_arg(p)
+    p.add_argument("--pdl", type=int, choices=(0, 1, 2), default=2,
+                   help="the MLA plans' programmatic_launch (default 2: the split reads seq_lens and the block "
+                        "table while the RoPE + KV-write kernel before it runs)")
     p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
     p.add_argument("--wait", choices=("poll", "sleep-poll"), default="poll",
                    help="how the host waits for a timed step: spin on an event query for all of it (default), "
@@ -1293,7 +1299,7 @@ def main(argv=None):
         "batches": args.batches, "contexts": args.contexts, "pages_per_request": pps, "num_pages": num_pages,
         "wait": args.wait, "rounds": args.rounds, "iters": args.iters,
         "deviations": "dense MLP (intermediate 10944) in place of the MoE; plain RoPE; random weights; "
-                      "synthetic prompt KV", "mla_programmatic_launch": 1}, "spec": {}}
+                      "synthetic prompt KV"}, "spec": {}}
     say(f"bench: {cfg.layers} layers, batches {args.batches}, contexts {args.contexts}, out {args.out}")
     with in_stream:
         if not be.emulated:
@@ -1310,8 +1316,10 @@ def main(argv=None):
                                     f"{cfg.layers} layers; layer l uses cache l mod {distinct}")
         eng = Engine(be, cfg, S, max_model_len, num_pages, spec_k=k, spec_seqs=Ss, kv_distinct=distinct,
                      log_width=args.spec_iters * (k + 1) + 4, stream=stream, progress=say,
-                     decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch, vproj=bool(args.vproj))
+                     decode_sizes=vllm_capture_sizes(S), device_patch=not args.host_patch, vproj=bool(args.vproj),
+                     pdl=args.pdl)
         out["config"]["vproj"] = eng.vproj
+        out["config"]["mla_programmatic_launch"] = eng.pdl
         out["config"]["fusions"] = {"path": fused.FUSED, "why_not_triton": fused.WHY or None}
         gen = torch.Generator(device=be.device)
         gen.manual_seed(11)

@@ -121,8 +121,11 @@ class Engine:
 
         # ---- warm-up: every reservation at its worst case, then lock ----
         # programmatic_launch: MLA's split and combine kernels start while the kernel before
-        # them finishes (programmatic dependent launch) and wait on the device
-        self.pdl = int(bool(pdl))
+        # them finishes (programmatic dependent launch) and wait on the device; 2: the
+        # kernel right before each MLA call (the RoPE + KV-cache write, model.py) writes
+        # neither seq_lens nor the block table, so the split reads them and schedules the
+        # step before its wait, while that kernel runs
+        self.pdl = 2 if pdl is True else int(pdl)  # True: 2; or 0, 1, 2 as the option
         # vproj: steps of few rows (those that merge through the combine kernel) run a
         # second plan with v_head_dim: MLA applies W_UV itself after its merge (the value
         # projection reads W_UV while the combine runs) and writes o_proj's input, with no

@@ -7,7 +7,10 @@ kernels; CI has no Triton).
                                          RoPE of k_pe and of every head's q_pe, the token's
                                          576 latent values written into the paged cache
                                          (slot < 0: the trash slot), the rotated q_pe
-                                         written into the MLA query buffer q[:, :, 512:]
+                                         written into the MLA query buffer q[:, :, 512:];
+                                         it lets the kernel after it launch at its start
+                                         (griddepcontrol.launch_dependents, sm_90+): the
+                                         model's MLA split follows it (model.py)
     silu_mul_into(gate_up, out)          out = silu(gate) * up, gate_up = [gate | up]
 
 Each takes its outputs as arguments and allocates nothing on the Triton path, so it is
@@ -24,12 +27,24 @@ try:  # Triton is on the GPU machine; not on CI or the emulation
 except Exception:  # noqa: BLE001 - any import failure means: the PyTorch versions
     triton = None
 
+try:  # Triton's griddepcontrol.launch_dependents (programmatic dependent launch, Triton >= 3.3)
+    from triton.language.extra.cuda import gdc_launch_dependents as _gdc_launch_dependents  # noqa: F401
+    _HAS_GDC = True
+except Exception:  # noqa: BLE001 - older Triton, or none: the kernels do not trigger early
+    _HAS_GDC = False
+
 FUSED = "triton" if triton is not None else "torch"
 WHY = "" if triton is not None else "triton is not importable"
 
 
 def _use_triton(t):
     return FUSED == "triton" and t.is_cuda
+
+
+def _gdc(t):
+    """Whether a Triton kernel on t's device may let its dependents launch early
+    (griddepcontrol: sm_90 and later)."""
+    return _HAS_GDC and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def warmup(cfg, device):
@@ -111,7 +126,12 @@ if triton is not None:
     @triton.jit
     def _rope_kv_kernel(qkv_ptr, qkv_stride, pos_ptr, slot_ptr, cos_ptr, sin_ptr, w_ptr, kv_ptr, q_ptr, trash, eps,
                         H: tl.constexpr, HP: tl.constexpr, QK: tl.constexpr, NOPE: tl.constexpr,
-                        R: tl.constexpr, ROPE: tl.constexpr):
+                        R: tl.constexpr, ROPE: tl.constexpr, GDC: tl.constexpr):
+        if GDC:
+            # The MLA split kernel after this one (cgrt plans with programmatic_launch 2)
+            # may launch now: it reads seq_lens and the block table, which this kernel
+            # does not write, and waits for this kernel before it reads q or the cache.
+            tl.extra.cuda.gdc_launch_dependents()
         LAT: tl.constexpr = R + ROPE
         HALF: tl.constexpr = ROPE // 2
         row = tl.program_id(0).to(tl.int64)
@@ -183,7 +203,7 @@ def rope_kv_write(qkv, positions, slots, cos, sin, kv_w, eps, kv_cache, q, trash
     if _use_triton(qkv):
         _rope_kv_kernel[(B,)](qkv, qkv.stride(0), positions, slots, cos, sin, kv_w, kv_flat, q, trash_slot, eps,
                               H=heads, HP=triton.next_power_of_2(heads), QK=qk_head, NOPE=nope, R=R,
-                              ROPE=cos.shape[1], num_warps=4)
+                              ROPE=cos.shape[1], GDC=_gdc(qkv), num_warps=4)
     else:
         _rope_kv_torch(qkv, positions, slots, cos, sin, kv_w, eps, kv_flat, q, trash_slot, heads, qk_head, nope, R)
 

@@ -228,9 +228,10 @@ class Model:
         self.cos, self.sin = rope_tables(cfg, max_pos, weights.embed.device)
 
     # ---- segments (each writes its results into the tensors it is given) ----
-    # The step is lean: per layer RMSNorm, the q / kv_a projection, ONE kernel for the
-    # latent RMSNorm + RoPE + KV-cache write + q_pe into MLA's q, the absorbed q_nope x W_UK
-    # written straight into q[:, :, :512] (strided bmm output), MLA, the W_UV bmm reading
+    # The step is lean: per layer RMSNorm, the q / kv_a projection, the absorbed q_nope x
+    # W_UK written straight into q[:, :, :512] (strided bmm output), ONE kernel for the
+    # latent RMSNorm + RoPE + KV-cache write + q_pe into MLA's q (last before MLA: see
+    # _pre_attn), MLA, the W_UV bmm reading
     # MLA's output in place and writing o in [rows, heads, v_head] order, o_proj with the
     # residual add in the GEMM (addmm_, beta 1), RMSNorm, gate/up, SiLU x up (one kernel),
     # down with the residual add in the GEMM: 11 kernels + MLA's per layer.
@@ -245,10 +246,12 @@ class Model:
             B = hidden.shape[0]
             x = rms_norm_into(hidden, lw["attn_norm"], cfg.rms_eps, torch.empty_like(hidden))
             qkv = torch.mm(x, lw["w_qkv"])
-            rope_kv_write(qkv, positions, slots, self.cos, self.sin, lw["kv_norm"], cfg.rms_eps, kv, q_out,
-                          trash_slot, H, qk, nope)
             q_nope = qkv[:, :H * qk].view(B, H, qk)[..., :nope].transpose(0, 1)  # [H, B, nope], no copy
             torch.bmm(q_nope, lw["w_uk"], out=q_out[:, :, :R].transpose(0, 1))  # straight into q
+            # last before the MLA: it writes neither seq_lens nor the block table and lets
+            # the MLA split launch early (programmatic_launch 2, engine.py)
+            rope_kv_write(qkv, positions, slots, self.cos, self.sin, lw["kv_norm"], cfg.rms_eps, kv, q_out,
+                          trash_slot, H, qk, nope)
 
         return fn
 

@@ -46,6 +46,16 @@
 #define CGRT_MLA_MIN_TILES_COUNTERS 8
 #define CGRT_MLA_MIN_TILES_ONE_ROW 2
 
+/* Bits of the split kernels' `causal` argument. CGRT_MLA_ARG_CAUSAL: the row kind
+ * (cgrt_mla_options.causal). CGRT_MLA_ARG_EARLY_READS (the plan sets it for kernels whose
+ * table row says early, with cgrt_mla_options.programmatic_launch 2, when the kernel
+ * schedules itself from seq_lens): the kernel reads seq_lens, computes the schedule in
+ * shared memory and reads its first block-table entries before it waits for the kernel
+ * before it (griddepcontrol.wait); q, the KV cache, meta, the counters and every write
+ * come after the wait. The C references ignore it. */
+#define CGRT_MLA_ARG_CAUSAL 1
+#define CGRT_MLA_ARG_EARLY_READS 2
+
 /* Rows of a block run together (cgrt_mla_plan_info.kv_shared) only when the block has at
  * least this many query rows (block_len x q_heads: the 64-row kernels take them) and that
  * reads each KV tile fewer times per request than the rows apart (block_len x head

@@ -6,7 +6,7 @@
  * its source in a .cu file of kernels/mla/, and its reference in kernels/mla/ref.c.
  * Plain C.
  *
- * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, kv, ref)
+ * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, early, kv, ref)
  *   name         the kernel's symbol (extern "C")
  *   role         CGRT__MLA_SCHEDULE, CGRT__MLA_SPLIT (steps of any number of rows),
  *                CGRT__MLA_SPLIT_ONE_ROW (steps of one row: the plan prefers it there
@@ -23,6 +23,9 @@
  *   pages        page sizes it takes: a mask of CGRT__MLA_PAGE_16 / _32 / _64
  *   aligned      1: the plan asks the schedule for row-aligned ranges (min_tiles
  *                negated; see CGRT_MLA_ALIGN_MAX_TILES), where that was measured faster
+ *   early        1: with cgrt_mla_options.programmatic_launch 2 the plan lets it read
+ *                seq_lens and its first block-table entries before its wait
+ *                (CGRT_MLA_ARG_EARLY_READS); 0: it waits before it reads anything
  *   kv           the KV cache dtype it reads: CGRT__MLA_KV_BF16 or CGRT__MLA_KV_FP8
  *                (e4m3, cgrt_mla_options.kv_dtype); the plan picks by it; the schedule
  *                and combine kernels read no KV (their rows say BF16) and serve both
@@ -53,28 +56,28 @@ typedef enum cgrt__mla_role {
 
 /* clang-format off */
 #define CGRT__MLA_KERNELS(X)                                                                                                                            \
-  X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
-  X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_row1_ref)      \
-  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
-  X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
-  X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, CGRT__MLA_KV_BF16, split_ref)    \
-  X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, split_ref)        \
-  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, combine_ref)         \
-  X(cgrt_mla_vproj,              CGRT__MLA_VPROJ,          128, CGRT_MLA_VPROJ_SMEM,     1,  0,  0, CGRT__MLA_PAGES, 0, CGRT__MLA_KV_BF16, vproj_ref)
+  X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
+  X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_row1_ref)      \
+  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
+  X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
+  X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
+  X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)        \
+  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, combine_ref)         \
+  X(cgrt_mla_vproj,              CGRT__MLA_VPROJ,          128, CGRT_MLA_VPROJ_SMEM,     1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, vproj_ref)
 /* clang-format on */
 
 /* One row of the table as data (kernels/mla/plan.c and tests/mla). */
 typedef struct cgrt__mla_kernel {
   const char *name;
   cgrt__mla_role role;
-  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, kv;
+  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, early, kv;
 } cgrt__mla_kernel;
 
-#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv, ref) \
-  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv},
+#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv, ref) \
+  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv},
 
 /* The mask bit of a page size (0 for other sizes). */
 static inline int cgrt__mla_page_bit(int page_size) {

@@ -499,6 +499,9 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
    * the schedule itself (one launch and one kernel boundary fewer). */
   const int fused = rows <= split->k->threads;
   CUdeviceptr sl_arg = fused ? seq_lens : 0;
+  /* programmatic_launch 2 (the kernel before writes neither seq_lens nor the block table):
+   * kernels whose row says early read them before their wait (CGRT_MLA_ARG_EARLY_READS). */
+  int flags = causal | (p->o.programmatic_launch == 2 && split->k->early && fused ? CGRT_MLA_ARG_EARLY_READS : 0);
   if (!fused) {
     void *sched_args[] = {&seq_lens, &meta, &rows, &bl, &cap, &parts, &min_tiles, &causal};
     r = drv->cuLaunchKernel(p->sched.f, 1, 1, 1, (unsigned)p->sched.k->threads, 1, 1, 0, stream, sched_args,
@@ -507,7 +510,7 @@ cgrt_status cgrt_mla_decode(cgrt_mla_plan *p, CUstream stream, const cgrt_mla_ar
   }
 
   void *split_args[] = {&q,  &kv, &bt,    &meta, &out, &lse, &po,    &pl,     &counters, &rows,      &qh,
-                        &hg, &parts, &mbps, &ps,  &bl,  &scale, &sl_arg, &cap,      &min_tiles, &causal, &mk,
+                        &hg, &parts, &mbps, &ps,  &bl,  &scale, &sl_arg, &cap,      &min_tiles, &flags,  &mk,
                         &kv_scale};
   /* Split and combine wait on the device (griddepcontrol.wait) for the kernel before
    * them; with programmatic stream serialization (options.programmatic_launch) their CTAs

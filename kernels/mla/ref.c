@@ -134,7 +134,8 @@ static void split_core(const cgrt__ref_launch *l, const unsigned char *p, const 
   const int *seq_lens = PTR(const int, 17);
   const int G = (int)l->grid[0];
   const int mk = INT(21);
-  if (seq_lens != NULL) schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19), INT(20));
+  if (seq_lens != NULL) /* the bits of causal other than the row kind concern the kernels' waits only */
+    schedule_rows(seq_lens, (int *)(uintptr_t)meta, rows, bl, INT(18), P, INT(19), INT(20) & CGRT_MLA_ARG_CAUSAL);
   const int *row_len = meta, *ts = meta + rows;
   const int T = ts[rows], Pe = meta[2 * rows + 1];
 
@@ -335,7 +336,7 @@ static void vproj_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
 #define PARAMS_OF_CGRT__MLA_SPLIT_CAUSAL_BLOCK PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
 #define PARAMS_OF_CGRT__MLA_VPROJ 6, {8, 8, 8, 4, 4, 4}
-#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, kv, ref) \
+#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv, ref) \
   {#name, PARAMS_OF_##role, ref},
 
 const cgrt__ref_kernel cgrt__ref_table_mla[] = {CGRT__MLA_KERNELS(REF_ENTRY){0}};

@@ -56,6 +56,20 @@ __device__ __forceinline__ int part_of(long long t, int T, int P) {
   return (int)(((t + 1) * (long long)P - 1) / T);
 }
 
+// Programmatic dependent launch: wait for the kernel before this one in the stream (its
+// writes visible), then let the kernel after this one launch its CTAs (they wait too).
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+}
+
+// Whether a split kernel reads seq_lens and its first block-table entries before
+// pdl_wait (CGRT_MLA_ARG_EARLY_READS in its causal argument, and the kernel schedules
+// itself: with seq_lens NULL the schedule kernel right before wrote meta).
+__device__ __forceinline__ bool early_reads(int causal, const int *seq_lens) {
+  return (causal & CGRT_MLA_ARG_EARLY_READS) != 0 && seq_lens != nullptr;
+}
+
 // Ranges in use for T tiles: at most P, at least |min_tiles| tiles each (fewer partials
 // to merge for short batches), never more than T so that no range is empty, at least 1.
 // min_tiles < 0 (row-aligned ranges, see kernels/mla/common.h): rounded down to a multiple a of rows (equal rows
@@ -141,7 +155,8 @@ __device__ __forceinline__ int first_row(const int *ts, int rows, int b0) {
 }
 
 // A split CTA's share of a step, from the per-row metadata mb (lengths, then tile prefix
-// sums, T, Pe): it zeroes its padding rows (heads [h0, h1) of rows p, p + P, ...) and
+// sums, T, Pe): it zeroes its padding rows (heads [h0, h1) of rows p, p + P, ...; unless
+// zero is false: then the caller does, after its wait) and
 // gets its tile range [b0, b1) of the T tiles cut into Pe ranges, and lo, the row that
 // holds tile b0. work is false for a CTA past the ranges in use (then b0 = b1 = 0).
 struct CtaRange {
@@ -150,9 +165,9 @@ struct CtaRange {
 };
 template <int NT>
 __device__ __forceinline__ CtaRange cta_range(const int *mb, int rows, __nv_bfloat16 *out, float *lse, int qh,
-                                              int h0, int h1, int p, int P) {
+                                              int h0, int h1, int p, int P, bool zero = true) {
   const int *ts = mb + rows;
-  zero_padding_rows<NT>(mb, out, lse, rows, qh, h0, h1, p, P);
+  if (zero) zero_padding_rows<NT>(mb, out, lse, rows, qh, h0, h1, p, P);
   CtaRange c;
   c.T = ts[rows];
   c.Pe = mb[2 * rows + 1]; // ranges in use this step (1 <= Pe <= min(P, T))

@@ -101,9 +101,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   int *s_wsum = s_meta + 2 * NT + 2;                                                     // NT / 32
   int *s_last = s_wsum + NT / 32;
 
-  // Programmatic dependent launch: nothing above reads what the kernel before writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  // Programmatic dependent launch: nothing above reads what the kernel before writes;
+  // with early reads t64_walk waits after its reads of seq_lens and the block table.
+  if (!cgrt_mla::early_reads(causal, seq_lens)) cgrt_mla::pdl_wait();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2;

@@ -441,6 +441,10 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
                                          int causal, int *s_meta, int *s_wsum) {
   static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
   const int g = blockIdx.x, p = blockIdx.y;
+  // Early reads (CGRT_MLA_ARG_EARLY_READS): seq_lens, the schedule and the first segment's
+  // block-table entries before the wait; the kernel then waits here instead of at its top.
+  const bool early = cgrt_mla::early_reads(causal, seq_lens);
+  causal &= CGRT_MLA_ARG_CAUSAL;
   PG pg0, pg1, pg2, pg3; // entries of tiles 0 .. 3 of a segment
   if (ROW1) {
     // The entries of tiles p, p + P, p + 2P, p + 3P in flight with seq_len.
@@ -450,6 +454,7 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
     entries(bt, tb0 + 2 * stride, cap, pg2);
     entries(bt, tb0 + 3 * stride, cap, pg3);
     int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
+    if (early) cgrt_mla::pdl_wait();
     len = len < 0 ? 0 : (len > cap ? cap : len);
     const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
     if (seq_lens != nullptr && g == 0 && p == 0 && threadIdx.x == 0) {
@@ -468,22 +473,36 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
     segment(0, tb0, stride, len, len, (n64 - 1 - p) / P + 1, 0, Pe, pg0, pg1, pg2, pg3);
   } else {
     const int *mb = cgrt_mla::fused_schedule<NT>(s_meta, s_wsum, seq_lens, meta, rows, bl, cap, P, min_tiles,
-                                                 causal);
+                                                 causal, !early);
     const int *row_len = mb;
     const int *ts = mb + rows;
-    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P);
-    for (int r = cr.lo, t = cr.b0; cr.work && t < cr.b1; r++) {
-      cgrt_mla::Segment sg;
-      if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
-      const int tok0 = sg.ja * TN;              // first token of this segment
-      const int tend = min(sg.jb * TN, sg.len); // one past its last token (tok0 < tend)
-      const int *btr = bt + (long long)(r / bl) * mbps;
-      entries(btr, tok0, tend, pg0);
-      entries(btr, tok0 + 64, tend, pg1);
-      entries(btr, tok0 + 128, tend, pg2);
-      entries(btr, tok0 + 192, tend, pg3);
-      segment(r, tok0, 64, tend, sg.len, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
+    const cgrt_mla::CtaRange cr = cgrt_mla::cta_range<NT>(mb, rows, out, lse, qh, h_begin, h_end, p, P, !early);
+    int r = cr.lo, t = cr.b0, tok0 = 0, tend = 0;
+    cgrt_mla::Segment sg;
+    // The range's next segment (row r, tokens [tok0, tend)) and its first four tiles'
+    // entries; false past the range's end.
+    auto next = [&]() -> bool {
+      for (; cr.work && t < cr.b1; r++) {
+        if (!cgrt_mla::next_segment(ts, row_len, r, t, cr.b1, cr.T, cr.Pe, sg)) continue;
+        tok0 = sg.ja * TN;                  // first token of this segment
+        tend = min(sg.jb * TN, sg.len);     // one past its last token (tok0 < tend)
+        const int *btr = bt + (long long)(r / bl) * mbps;
+        entries(btr, tok0, tend, pg0);
+        entries(btr, tok0 + 64, tend, pg1);
+        entries(btr, tok0 + 128, tend, pg2);
+        entries(btr, tok0 + 192, tend, pg3);
+        return true;
+      }
+      return false;
+    };
+    bool more = next();
+    if (early) {
+      cgrt_mla::pdl_wait();
+      cgrt_mla::publish_meta<NT>(s_meta, meta, rows);
+      cgrt_mla::zero_padding_rows<NT>(mb, out, lse, rows, qh, h_begin, h_end, p, P);
     }
+    for (; more; r++, more = next())
+      segment(r, tok0, 64, tend, sg.len, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
   }
 }
 

@@ -42,8 +42,9 @@ TEST_F(MlaFp8, HeadCountsPagesBothStrategies) {
         c.page_size = ps;
         c.lens = mixed(c.reqs, emulated_ ? 200 : 3000, rng, true);
         c.combine = cb;
+        c.programmatic_launch = i % 3;  // 2: the early reads of seq_lens and the block table
         check(c, "heads " + std::to_string(h) + ", page size " + std::to_string(ps) + ", combine " +
-                     std::to_string((int)cb));
+                     std::to_string((int)cb) + ", programmatic_launch " + std::to_string(i % 3));
       }
 }
 
@@ -162,9 +163,11 @@ TEST_F(MlaFp8Row1, OneRowSteps) {
         c.page_size = l.page_size;
         c.lens = {len};
         c.combine = cb;
+        c.programmatic_launch = len % 2 ? 2 : 0;
         counters_ = cb == CGRT_MLA_COMBINE_COUNTERS;
         check(c, "one row of " + std::to_string(len) + ", " + std::to_string(l.heads) + " heads, page size " +
-                     std::to_string(l.page_size) + ", combine " + std::to_string((int)cb));
+                     std::to_string(l.page_size) + ", combine " + std::to_string((int)cb) +
+                     ", programmatic_launch " + std::to_string(c.programmatic_launch));
       }
 }
 

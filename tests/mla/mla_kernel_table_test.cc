@@ -57,6 +57,8 @@ TEST(MlaKernelTable, EveryRowHasItsReference) {
     if (is_split(k)) {
       EXPECT_TRUE(k.hg_min >= 1 && k.hg_min <= k.hg_max) << k.hg_min << ".." << k.hg_max;
     }
+    // early: the split kernels that may read seq_lens before their wait; 0 or 1.
+    EXPECT_TRUE(k.early == 0 || (k.early == 1 && is_split(k))) << k.early;
   }
   EXPECT_EQ(schedules, 1);
   EXPECT_EQ(combines, 1);
@@ -162,6 +164,13 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
         launched_.clear();
         check(c, what + (cb ? ", counters" : ", workspace"));
         EXPECT_EQ(launched_.count(k.name), 1u) << "the step did not launch " << k.name;
+        if (k.early) {  // and with its reads before the wait (programmatic_launch 2)
+          c.programmatic_launch = 2;
+          launched_.clear();
+          check(c, what + (cb ? ", counters" : ", workspace") + ", programmatic_launch 2");
+          EXPECT_EQ(launched_.count(k.name), 1u) << "the step did not launch " << k.name;
+          c.programmatic_launch = 0;
+        }
       }
     }
 }

@@ -145,9 +145,11 @@ TEST_F(Mla, SingleRowSteps) {
       }
 }
 
-// programmatic_launch 1 (wait at the top) and 2 (the kernels treat it as 1): the same
+// programmatic_launch 1 (wait at the top) and 2 (the 16- and 32-row kernels read seq_lens
+// and their first block-table entries before the wait; the 64-row kernels as 1): the same
 // results, back-to-back launches on one stream (each launch's split may start while the
-// previous launch's combine runs).
+// previous launch's combine runs, which writes neither), padding rows written after the
+// wait.
 TEST_F(Mla, ProgrammaticLaunch) {
   std::mt19937 rng(11);
   for (int pl : {1, 2})
