@@ -100,13 +100,13 @@ typedef struct cgrt_mla_options {
                            * not write seq_lens or block_table (another layer's
                            * attention or a projection does not; a metadata kernel
                            * does), so that a split kernel may read them before its
-                           * wait: the 16- and 32-row split kernels (bf16 and FP8)
-                           * read seq_lens, schedule the step and read their first
-                           * block-table entries while that kernel still runs (steps of
-                           * up to 128 rows; everything else, and every write, after
-                           * the wait). It pays when that kernel lets its dependents
-                           * launch early (griddepcontrol.launch_dependents); the
-                           * 64-row kernels treat 2 as 1. */
+                           * wait: the split kernels of up to 32 query rows per CTA
+                           * (bf16 and FP8) read seq_lens, schedule the step and read
+                           * their first block-table entries while that kernel still
+                           * runs (steps of up to 128 rows; everything else, and every
+                           * write, after the wait). It pays when that kernel lets its
+                           * dependents launch early (griddepcontrol.launch_dependents);
+                           * the one-row and 64-row kernels treat 2 as 1. */
   int causal;             /* row kind. 0 (default): block rows are non-causal, every row
                            * of a request sees its context, min(seq_len, cap) tokens
                            * (cap: see max_model_len). 1: causal verify rows: row i

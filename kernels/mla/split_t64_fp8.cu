@@ -182,7 +182,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
 
   // Programmatic dependent launch: nothing above reads what the kernel before writes;
   // with early reads t64_walk waits after its reads of seq_lens and the block table.
-  if (!cgrt_mla::early_reads(causal, seq_lens)) cgrt_mla::pdl_wait();
+  if (!t64_early<ROW1>(causal, seq_lens)) cgrt_mla::pdl_wait();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2, t4 = lane & 3;

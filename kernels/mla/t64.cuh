@@ -414,6 +414,14 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
   __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
 }
 
+// Whether a t64 kernel reads seq_lens and its first block-table entries before its wait
+// (t64_walk). Not the one-row kernels (their table rows say early 0): in the model's step
+// at (1, 1K) that lengthened the merge after the split by 5 us a layer (docs/mla_decode.md).
+template <int ROW1>
+__device__ __forceinline__ bool t64_early(int causal, const int *seq_lens) {
+  return !ROW1 && cgrt_mla::early_reads(causal, seq_lens);
+}
+
 // The KV range walk of the t64 kernels (bf16 and FP8): which row segments CTA (g, p)
 // runs, in order, and the block-table entries of each segment's first four tiles.
 //   entries(btr, tb, bound, pg): the kernel's block-table entries (PG: its array type) of
@@ -441,9 +449,10 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
                                          int causal, int *s_meta, int *s_wsum) {
   static_assert(CGRT_MLA_MIN_TILES_ONE_ROW == 2, "ROW1: the schedule's Pe is min(P, ceil(len / 64))");
   const int g = blockIdx.x, p = blockIdx.y;
-  // Early reads (CGRT_MLA_ARG_EARLY_READS): seq_lens, the schedule and the first segment's
-  // block-table entries before the wait; the kernel then waits here instead of at its top.
-  const bool early = cgrt_mla::early_reads(causal, seq_lens);
+  // Early reads (CGRT_MLA_ARG_EARLY_READS, not ROW1): seq_lens, the schedule and the first
+  // segment's block-table entries before the wait; the kernel then waits here instead of
+  // at its top.
+  const bool early = t64_early<ROW1>(causal, seq_lens);
   causal &= CGRT_MLA_ARG_CAUSAL;
   PG pg0, pg1, pg2, pg3; // entries of tiles 0 .. 3 of a segment
   if (ROW1) {
@@ -454,7 +463,6 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
     entries(bt, tb0 + 2 * stride, cap, pg2);
     entries(bt, tb0 + 3 * stride, cap, pg3);
     int len = seq_lens != nullptr ? __ldg(seq_lens) : meta[0];
-    if (early) cgrt_mla::pdl_wait();
     len = len < 0 ? 0 : (len > cap ? cap : len);
     const int n64 = (len + 63) >> 6, Pe = max(1, min(P, n64));
     if (seq_lens != nullptr && g == 0 && p == 0 && threadIdx.x == 0) {

@@ -168,8 +168,8 @@ TEST_F(MlaT64Row1, InterleavedTiles) {
       }
 }
 
-// programmatic_launch 1 and 2 keep the one-row kernel (2: it reads seq_len and its first
-// block-table entries before its wait).
+// programmatic_launch 1 and 2 keep the one-row kernel (2 acts as 1 there: the one-row
+// kernels wait before they read seq_len, kernel table column early 0).
 TEST_F(MlaT64Row1, ProgrammaticLaunch) {
   Case c;
   c.reqs = 1;
