@@ -5,7 +5,8 @@
 
 Each side is one or more JSON files of mla_decode_bench (the same shapes, interleaved in
 one run, e.g. A B B A). For every result row (variant, shape, block_len, causal, combine)
-it writes the in-graph times of every file, the median per side and B / A, plus the
+(and every interleaved --ab variant, as variant "ab:NAME") it writes the in-graph times
+of every file, the median per side and B / A, plus the
 inputs' meta (GPU, driver, date, commit, command), so that every field comes from the
 run. --peers adds the rows of bench/mla_decode/peers.py's JSON of the same run (FlashMLA,
 FlashInfer fa3; "peers", "peers_meta") and, per row, the best peer's time. Prints one
@@ -51,6 +52,12 @@ def main(argv):
                 e = rows.setdefault(key(r), {"split_kernel": [None, None], "us_in_graph": [[], []]})
                 e["split_kernel"][side] = r["split_kernel"]
                 e["us_in_graph"][side].append(r["us_in_graph"])
+            # the interleaved variants of --ab (their median per call in a graph), as
+            # rows of variant "ab:NAME"
+            for r in d.get("ab_interleaved", []):
+                e = rows.setdefault(("ab:" + r["variant"],) + key(r)[1:],
+                                    {"split_kernel": [None, None], "us_in_graph": [[], []]})
+                e["us_in_graph"][side].append(r["us_per_call_median"])
     res = []
     for k, e in rows.items():
         a, b = e["us_in_graph"]
