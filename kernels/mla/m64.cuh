@@ -179,8 +179,7 @@ __device__ __forceinline__ void split_m64_serial(
   int *s_last = s_wsum + NT / 32;
 
   // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  cgrt_mla::pdl_wait();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = tid >> 7, wi = warp & 3;

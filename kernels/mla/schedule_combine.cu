@@ -220,8 +220,7 @@ __device__ __forceinline__ void combine_kernel(const int *__restrict__ meta, con
   __shared__ float swsum[16], swmax[16];
   // Programmatic dependent launch: wait for the split kernel's partials; the next
   // kernel (e.g. the next layer's split) may then launch and run its prologue.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  cgrt_mla::pdl_wait();
   const int h = blockIdx.x, r = blockIdx.y, nz = gridDim.z;
   const int col0 = blockIdx.z * (DV / nz);
   // One row with 64-column slices: 16 lane groups x 9 slots, all reserved by every plan.

@@ -63,13 +63,6 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.launch_dependents;");
 }
 
-// Whether a split kernel reads seq_lens and its first block-table entries before
-// pdl_wait (CGRT_MLA_ARG_EARLY_READS in its causal argument, and the kernel schedules
-// itself: with seq_lens NULL the schedule kernel right before wrote meta).
-__device__ __forceinline__ bool early_reads(int causal, const int *seq_lens) {
-  return (causal & CGRT_MLA_ARG_EARLY_READS) != 0 && seq_lens != nullptr;
-}
-
 // Ranges in use for T tiles: at most P, at least |min_tiles| tiles each (fewer partials
 // to merge for short batches), never more than T so that no range is empty, at least 1.
 // min_tiles < 0 (row-aligned ranges, see kernels/mla/common.h): rounded down to a multiple a of rows (equal rows

@@ -106,8 +106,7 @@ __device__ __forceinline__ void split_m64_ws(CGRT_WG_PARAMS) {
   int *s_last = reinterpret_cast<int *>(sm + OFF_LAST);
 
   // Programmatic dependent launch: nothing above reads what the schedule kernel writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  cgrt_mla::pdl_wait();
 
   // The warpgroup index through a shuffle: ptxas then knows it is warp-uniform, and the
   // branches on it are not divergent paths (which would serialize the wgmma pipeline).

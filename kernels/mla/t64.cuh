@@ -415,11 +415,13 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
 }
 
 // Whether a t64 kernel reads seq_lens and its first block-table entries before its wait
-// (t64_walk). Not the one-row kernels (their table rows say early 0): in the model's step
-// at (1, 1K) that lengthened the merge after the split by 5 us a layer (docs/mla_decode.md).
+// (t64_walk): CGRT_MLA_ARG_EARLY_READS in its causal argument and the kernel schedules
+// itself (with seq_lens NULL the schedule kernel right before wrote meta). Not the one-row
+// kernels (their table rows say early 0): in the model's step at (1, 1K) that lengthened
+// the merge after the split by 5 us a layer (docs/mla_decode.md).
 template <int ROW1>
 __device__ __forceinline__ bool t64_early(int causal, const int *seq_lens) {
-  return !ROW1 && cgrt_mla::early_reads(causal, seq_lens);
+  return !ROW1 && (causal & CGRT_MLA_ARG_EARLY_READS) != 0 && seq_lens != nullptr;
 }
 
 // The KV range walk of the t64 kernels (bf16 and FP8): which row segments CTA (g, p)

@@ -62,8 +62,7 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
 
   // 2. Wait for the merge (programmatic dependent launch; a no-op when launched plainly).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  cgrt_mla::pdl_wait();
 
   const int nm = min(RT / 16, (rows - r0 + 15) / 16); // 16-row tiles in use
   float acc[4][4][4];
