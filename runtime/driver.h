@@ -78,6 +78,8 @@ extern "C" {
   X(cuModuleUnload, 2000, CGRT__REQUIRED, (CUmodule hmod), (hmod))                                   \
   X(cuModuleGetFunction, 2000, CGRT__REQUIRED, (CUfunction * hfunc, CUmodule hmod, const char *name), \
     (hfunc, hmod, name))                                                                             \
+  X(cuModuleGetGlobal, 3020, CGRT__OPTIONAL,                                                        \
+    (CUdeviceptr * dptr, size_t *bytes, CUmodule hmod, const char *name), (dptr, bytes, hmod, name)) \
   X(cuFuncGetParamInfo, 12040, CGRT__REQUIRED,                                                       \
     (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize),                    \
     (func, paramIndex, paramOffset, paramSize))                                                      \

@@ -411,6 +411,21 @@ cgrt_status cgrt_runtime_synchronize(cgrt_runtime *rt) {
   return cgrt__ctx_synchronize(rt, "cgrt_runtime_synchronize");
 }
 
+cgrt_status cgrt__runtime_global(cgrt_runtime *rt, const char *name, CUdeviceptr *ptr, size_t *bytes) {
+  if (rt->drv->cuModuleGetGlobal == NULL)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "device variable '%s': the driver has no cuModuleGetGlobal", name);
+  CUresult r = CUDA_ERROR_NOT_FOUND;
+  pthread_mutex_lock(&rt->mu);
+  for (int m = 0; m < rt->module_count && r == CUDA_ERROR_NOT_FOUND; m++)
+    r = rt->drv->cuModuleGetGlobal(ptr, bytes, rt->modules[m], name);
+  pthread_mutex_unlock(&rt->mu);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "device variable '%s' is not in cgrt's embedded module%s", name,
+                      rt->drv->is_emulated ? " (the emulation holds none)" : "");
+  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuModuleGetGlobal", name);
+  return CGRT_SUCCESS;
+}
+
 cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out) {
   cgrt_status st = CGRT_SUCCESS;
   pthread_mutex_lock(&rt->mu);

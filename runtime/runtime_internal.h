@@ -104,6 +104,12 @@ cgrt_status cgrt__runtime_enter(cgrt_runtime *rt, const char *api);
  * Statuses: CGRT_SUCCESS, CGRT_ERROR_INTERNAL (no such kernel), CGRT_ERROR_DRIVER. */
 cgrt_status cgrt__runtime_function(cgrt_runtime *rt, const char *name, CUfunction *out);
 
+/* Looks up a device variable of the embedded module by name (diagnostic builds:
+ * kernels/mla/stamps.cuh): its address and size in bytes. Statuses: CGRT_SUCCESS,
+ * CGRT_ERROR_NOT_SUPPORTED (no such variable, as in every build without the diagnostic
+ * and under the emulation, or no cuModuleGetGlobal in the driver), CGRT_ERROR_DRIVER. */
+cgrt_status cgrt__runtime_global(cgrt_runtime *rt, const char *name, CUdeviceptr *ptr, size_t *bytes);
+
 /* ---- the buffer registry (runtime/buffers.c) ----
  * Adds a range cgrt allocated (kind WORKSPACE, COUNTERS or MEM_ALLOC) with a fresh owned
  * identity, or an external one (REGISTERED) with its driver buffer id. A stale external

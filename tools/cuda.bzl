@@ -42,6 +42,9 @@ def _cuda_fatbin_impl(ctx):
         include_dirs[h.root.path or "."] = True
     incs = " ".join(["-I" + d for d in include_dirs.keys()] + ["-I."])
     gencodes = " ".join([_gencode(a) for a in archs])
+    # --define=cgrt_mla_stamps=1: the diagnostic build of kernels/mla/stamps.cuh.
+    if ctx.var.get("cgrt_mla_stamps", "0") == "1":
+        gencodes += " -DCGRT_MLA_STAMPS=1"
     sym = ctx.attr.symbol
     fatbins = []
     lines = [

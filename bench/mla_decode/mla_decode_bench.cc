@@ -16,7 +16,10 @@
 // an FP8 e4m3 cache (cgrt_mla_options.kv_dtype; the same pool read as e4m3 bytes,
 // kv_scale 1): a "fp8" row per shape (AUTO) and, with --ab, a "fp8" variant (workspace,
 // as "default"); its TB/s counts the e4m3 bytes read, and its line gives the speedup
-// over bf16.
+// over bf16. --stamps FILE (a build with --define=cgrt_mla_stamps=1, on a GPU): after each
+// shape's AUTO measurement in a graph of L calls, one more replay of that graph and the
+// per-CTA phase stamps of its last call (kernels/mla/stamps.cuh) into FILE, with the
+// stamped build's own time per call; bench/mla_decode/stamps_summary.py reads it.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -71,8 +74,10 @@ int main(int argc, char **argv) {
   int layers = 8;
   std::vector<std::array<int, 5>> only;  // --shape b,h,ctx[,k[,causal]] (repeatable): these shapes only
   std::string keep;  // --variants a,b,...: the A/B runs only these variants (and default)
+  std::string stamps_path;  // --stamps FILE: per-CTA phase stamps (diagnostic build)
   cgrt_bench::Args args;
   args.flag("--ab", &ab).flag("--fp8", &fp8).value("--out", &out_path).value("--reps", &reps);
+  args.value("--stamps", &stamps_path);
   args.flag("--smoke", &smoke).value("--layers", &layers).value("--variants", [&](const char *v) {
     keep = "," + std::string(v) + ",";
     return true;
@@ -99,6 +104,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mla_decode_bench needs a GPU (driver is %s)\n", cgrt_driver_kind_name(info.driver));
     return 2;
   }
+  // --stamps: the stamp buffer of a diagnostic build's t64 module.
+  CUdeviceptr stamps_ptr = 0;
+  size_t stamps_bytes = 0;
+  if (!stamps_path.empty() &&
+      cgrt__runtime_global(rt, "cgrt_mla_t64_stamps", &stamps_ptr, &stamps_bytes) != CGRT_SUCCESS) {
+    fprintf(stderr, "--stamps: %s; the stamps need a build with --define=cgrt_mla_stamps=1, run on a GPU\n",
+            cgrt_last_error());
+    return 2;
+  }
+  std::string sj;  // --stamps: one entry per shape
   const cgrt__driver *d = rt->drv;
   CUstream st;
   CU(d->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
@@ -308,8 +323,47 @@ int main(int argc, char **argv) {
         std::vector<CUgraphExec> lx(std::max(1, copies / layers));
         for (size_t gi = 0; gi < lx.size(); gi++) lx[gi] = capture(plan, gi * layers, layers);
         time_graphs(lx, 0, std::max(8, reps / 2), layers, &tl);
-        for (auto e : lx) d->cuGraphExecDestroy(e);
         us_l = median(tl);
+        if (stamps_ptr && !e4m3 && cb == CGRT_MLA_COMBINE_AUTO) {
+          // One more replay; the rows its last call's CTAs stamped, times in ns from the
+          // earliest entry (slots: kernels/mla/stamps.cuh).
+          CU(d->cuMemsetD8(stamps_ptr, 0, stamps_bytes));
+          CU(d->cuCtxSynchronize());
+          CU(d->cuGraphLaunch(lx[0], st));
+          CU(d->cuStreamSynchronize(st));
+          std::vector<unsigned long long> h(stamps_bytes / 8);
+          CU(d->cuMemcpyDtoH(h.data(), stamps_ptr, h.size() * 8));
+          const int slots = 4 + 5 * 5, nct = (int)(h.size() / slots);
+          unsigned long long t0 = ~0ull;
+          for (int c = 0; c < nct; c++)
+            if (h[(size_t)c * slots]) t0 = std::min(t0, h[(size_t)c * slots]);
+          std::string cj;
+          auto rel = [&](unsigned long long v) { return v ? (long long)(v - t0) : -1ll; };
+          for (int c = 0; c < nct; c++) {
+            const unsigned long long *w = &h[(size_t)c * slots];
+            if (!w[0]) continue;
+            char b[256];
+            snprintf(b, sizeof b, "%s\n        {\"cta\": %d, \"entry\": %lld, \"wait\": %lld, \"exit\": %lld, \"segments\": [",
+                     cj.empty() ? "" : ",", c, rel(w[0]), rel(w[1]), rel(w[2]));
+            cj += b;
+            const int ns = (int)std::min<unsigned long long>(w[3], 5);
+            for (int g = 0; g < ns; g++) {
+              const unsigned long long *x = w + 4 + 5 * g;
+              snprintf(b, sizeof b, "%s[%lld, %lld, %lld, %lld, %u, %u]", g ? ", " : "", rel(x[0]), rel(x[1]),
+                       rel(x[2]), rel(x[3]), (unsigned)(x[4] >> 32), (unsigned)(x[4] & 0xffffffffu));
+              cj += b;
+            }
+            snprintf(b, sizeof b, "], \"segments_run\": %llu}", w[3]);
+            cj += b;
+          }
+          char b[512];
+          snprintf(b, sizeof b,
+                   "%s    {\"batch\": %d, \"heads\": %d, \"context\": %d, \"block_len\": %d, \"causal\": %d, "
+                   "\"split_kernel\": \"%s\", \"calls_per_graph\": %d, \"stamped_us_in_graph\": %.3f, \"ctas\": [",
+                   sj.empty() ? "" : ",\n", batch, heads, ctx, blk, causal, pi.split_kernel, layers, us_l);
+          sj += b + cj + "\n    ]}";
+        }
+        for (auto e : lx) d->cuGraphExecDestroy(e);
       }
       OK(cgrt_counters_verify(rt));
       const double us_e = median(te), us_g = median(tg);
@@ -438,6 +492,18 @@ int main(int argc, char **argv) {
     fclose(f);
   } else {
     fprintf(stderr, "cannot write %s\n", out_path.c_str());
+  }
+  if (!stamps_path.empty()) {
+    const std::string sd = "{\n  \"benchmark\": \"mla_decode_stamps\",\n  \"meta\": " + cgrt_bench::meta_json(info, cmd) +
+                           ",\n  \"slots\": \"ns from the earliest entry of the stamped call (-1: not stamped); "
+                           "segments: [start, first tile landed, last products done, finish done, row, tiles] "
+                           "(kernels/mla/stamps.cuh)\",\n  \"shapes\": [\n" + sj + "\n  ]\n}\n";
+    if (FILE *f = fopen(stamps_path.c_str(), "w")) {
+      fputs(sd.c_str(), f);
+      fclose(f);
+    } else {
+      fprintf(stderr, "cannot write %s\n", stamps_path.c_str());
+    }
   }
   cgrt_runtime_destroy(rt);
   return 0;

@@ -30,6 +30,9 @@
 // Without sm_90a (the compute_90 PTX of the fatbin) the two products run on mma.sync +
 // ldmatrix over the same layout with the same accumulator layout.
 //
+// A diagnostic build stamps each CTA's phases (kernels/mla/stamps.cuh; empty macros in
+// the library's build).
+//
 // The FP8 e4m3 kernels are in kernels/mla/split_t64_fp8.cu; both files share
 // kernels/mla/t64.cuh (the products, the softmax, the KV range walk, the end of a
 // segment and the counters merge).
@@ -38,6 +41,7 @@
 
 #include "kernels/mla/common.h"
 #include "kernels/mla/split.cuh"
+#include "kernels/mla/stamps.cuh"
 #include "kernels/mla/t64.cuh"
 #include "kernels/mla/wgmma.cuh"
 
@@ -103,7 +107,10 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
 
   // Programmatic dependent launch: nothing above reads what the kernel before writes;
   // with early reads t64_walk waits after its reads of seq_lens and the block table.
+  CGRT_STAMP_DECL;
+  CGRT_STAMP(0);
   if (!t64_early<ROW1>(causal, seq_lens)) cgrt_mla::pdl_wait();
+  CGRT_STAMP(1);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int gq = lane >> 2;
@@ -139,6 +146,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   // of tiles 0-3.
   auto segment = [&](int r, int tb0, int stride, int tend, int len, int n, int pf, int nsplit, int (&pg0)[4],
                      int (&pg1)[4], int (&pga)[4], int (&pgb)[4]) {
+    CGRT_STAMP_SEG(0);
     const int *btr = bt + (long long)(r / bl) * mbps;
     // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
     // slot k % kSlots; one commit group each (empty past the segment), so that wait_group
@@ -210,6 +218,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       else cp_wait<kAhead - 3>();
       fence_proxy_async();
       __syncthreads();
+      if (it == 0) CGRT_STAMP_SEG(1);
       auto kb = [&](int cb) -> uint32_t {
         return s_ring + slot_of(3 * it + cb / 3) * kSub + (cb % 3) * kCB;
       };
@@ -240,12 +249,16 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       __syncthreads(); // P^T complete
       t64_pv<NH>(o, kb, s_p);
     }
+    CGRT_STAMP_SEG(2);
     t64_finish<MK>(o, m, l, 1.f, s_red, s_stage, reinterpret_cast<float *>(sm + L::kStageAt + L::kStageBytes),
                    s_last, out, lse, part_o, part_lse, counters, r, qh, h_begin, nh, pf, nsplit);
+    CGRT_STAMP_SEG(3);
+    CGRT_STAMP_SEG_END(r, n);
   };
 
   t64_walk<ROW1, int[4]>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl, seq_lens, cap,
                          min_tiles, causal, s_meta, s_wsum);
+  CGRT_STAMP_EXIT();
 }
 
 } // namespace

@@ -107,6 +107,22 @@ CUresult cgrt__emu_cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t
   return r;
 }
 
+/* The emulated modules hold kernels (their C references) and no device variables: every
+ * name is CUDA_ERROR_NOT_FOUND once the arguments are valid (dptr and bytes may be NULL,
+ * as for the driver). */
+CUresult cgrt__emu_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (name == NULL) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  const int ok = cgrt__emu_reg_is(hmod, EMU_K_MODULE);
+  cgrt__emu_unlock();
+  if (!ok) return CUDA_ERROR_INVALID_HANDLE;
+  (void)dptr;
+  (void)bytes;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
 CUresult cgrt__emu_cuFuncGetName(const char **name, CUfunction hfunc) {
   CUresult r = cgrt__emu_check_init();
   if (r != CUDA_SUCCESS) return r;

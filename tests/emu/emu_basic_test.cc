@@ -194,6 +194,13 @@ TEST_F(EmuModule, FunctionsAndParamInfo) {
   const char *name = nullptr;
   ASSERT_CU(d->cuFuncGetName(&name, f));
   EXPECT_STREQ("emu_test_pack", name);
+  // The emulated modules hold no device variables: any name is not found once the
+  // arguments are valid; a null name is an invalid value.
+  CUdeviceptr var = 0;
+  size_t var_bytes = 0;
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, d->cuModuleGetGlobal(&var, &var_bytes, mod, "emu_test_pack"));
+  EXPECT_EQ(CUDA_ERROR_NOT_FOUND, d->cuModuleGetGlobal(nullptr, nullptr, mod, "cgrt_mla_t64_stamps"));
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, d->cuModuleGetGlobal(&var, &var_bytes, mod, nullptr));
   // (int, int*, Pair, char, double): offsets 0, 8, 16, 24, 32.
   const size_t want_off[] = {0, 8, 16, 24, 32}, want_size[] = {4, 8, 8, 1, 8};
   for (size_t i = 0; i < 5; i++) {
@@ -386,6 +393,8 @@ TEST_F(EmuHandles, DestroyedAndUnknownHandlesAreRejected) {
   EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, d->cuFuncGetParamInfo(f, 0, &off, nullptr));
   const char *name;
   EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, d->cuFuncGetName(&name, f));
+  CUdeviceptr var;
+  EXPECT_EQ(CUDA_ERROR_INVALID_HANDLE, d->cuModuleGetGlobal(&var, nullptr, m, "x"));
   float a = 1;
   int cnt = 0;
   void *args[] = {&a, &buf, &buf, &cnt};
