@@ -33,6 +33,7 @@
 #include "bench/common/bench_args.h"
 #include "bench/common/bench_meta.h"
 #include "cgrt/cgrt_mla.h"
+#include "kernels/mla/common.h"
 #include "runtime/runtime_internal.h"
 
 #define CU(x)                                                                  \
@@ -111,6 +112,11 @@ int main(int argc, char **argv) {
       cgrt__runtime_global(rt, "cgrt_mla_t64_stamps", &stamps_ptr, &stamps_bytes) != CGRT_SUCCESS) {
     fprintf(stderr, "--stamps: %s; the stamps need a build with --define=cgrt_mla_stamps=1, run on a GPU\n",
             cgrt_last_error());
+    return 2;
+  }
+  if (stamps_ptr && stamps_bytes != (size_t)CGRT_MLA_STAMP_CTAS * CGRT_MLA_STAMP_SLOTS * 8) {
+    fprintf(stderr, "--stamps: cgrt_mla_t64_stamps holds %zu bytes, not the %d x %d values of kernels/mla/common.h\n",
+            stamps_bytes, CGRT_MLA_STAMP_CTAS, CGRT_MLA_STAMP_SLOTS);
     return 2;
   }
   std::string sj;  // --stamps: one entry per shape
@@ -333,7 +339,7 @@ int main(int argc, char **argv) {
           CU(d->cuStreamSynchronize(st));
           std::vector<unsigned long long> h(stamps_bytes / 8);
           CU(d->cuMemcpyDtoH(h.data(), stamps_ptr, h.size() * 8));
-          const int slots = 4 + 5 * 5, nct = (int)(h.size() / slots);
+          const int slots = CGRT_MLA_STAMP_SLOTS, nct = (int)(h.size() / slots);
           unsigned long long t0 = ~0ull;
           for (int c = 0; c < nct; c++)
             if (h[(size_t)c * slots]) t0 = std::min(t0, h[(size_t)c * slots]);
@@ -346,7 +352,7 @@ int main(int argc, char **argv) {
             snprintf(b, sizeof b, "%s\n        {\"cta\": %d, \"entry\": %lld, \"wait\": %lld, \"exit\": %lld, \"segments\": [",
                      cj.empty() ? "" : ",", c, rel(w[0]), rel(w[1]), rel(w[2]));
             cj += b;
-            const int ns = (int)std::min<unsigned long long>(w[3], 5);
+            const int ns = (int)std::min<unsigned long long>(w[3], CGRT_MLA_STAMP_SEGS);
             for (int g = 0; g < ns; g++) {
               const unsigned long long *x = w + 4 + 5 * g;
               snprintf(b, sizeof b, "%s[%lld, %lld, %lld, %lld, %u, %u]", g ? ", " : "", rel(x[0]), rel(x[1]),

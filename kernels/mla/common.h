@@ -21,6 +21,12 @@
 #define CGRT_MLA_T64_FP8_SMEM 231772
 #define CGRT_MLA_M64_WS_SMEM 226956
 
+/* The diagnostic build's phase stamps (kernels/mla/stamps.cuh, read by mla_decode_bench
+ * --stamps): rows of CTAs, segments stamped per CTA, values per row. */
+#define CGRT_MLA_STAMP_CTAS 1024
+#define CGRT_MLA_STAMP_SEGS 5
+#define CGRT_MLA_STAMP_SLOTS (4 + 5 * CGRT_MLA_STAMP_SEGS)
+
 /* The value projection (cgrt_mla_vproj, cgrt_mla_options.v_head_dim): output columns and
  * rows per CTA, and its dynamic shared memory: the transposed 32-column W slice (32 rows
  * of 512 + 8 bf16), later overlaid by the warps' sums (4 x 64 rows of 32 + 8 floats). */
