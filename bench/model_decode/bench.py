@@ -60,7 +60,10 @@ the GPU kernels of a step (torch.profiler), their summed time, the span from the
 kernel's start to the last one's end (span - sum: the gaps between kernels) and the
 kernels by name. Per
 point, host_probe records the host right after the rounds (a near-empty ctypes call's
-p50/p99, load average, core, clock, context switches); ratios gives cgrt over each torch
+p50/p99, load average, core, clock, context switches) and round_host the host during each
+round (cores at its start and end, the hypervisor's steal share, involuntary switches, a
+ctypes call's p50 after it), beside each method's per-round host p50 (host_us.round_p50);
+--pin-cpu N runs the process on one core; ratios gives cgrt over each torch
 method (GPU p50 and synchronous step p50). Python's garbage collector is off while steps
 are timed, for every method alike.
 
@@ -591,6 +594,37 @@ def host_probe(eng, iters=2000):
     return res
 
 
+def host_state():
+    """A snapshot for round_host: the core the process runs on, the machine's steal and
+    total jiffies (/proc/stat: time the hypervisor gave the virtual CPUs to others) and the
+    process's involuntary context switches; None where /proc does not say."""
+    st = {"cpu": None, "steal": None, "total": None, "nonvoluntary": None}
+    try:
+        st["cpu"] = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[36])
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        st["steal"], st["total"] = (f[7] if len(f) > 7 else None), sum(f)
+        for ln in open("/proc/self/status"):
+            if ln.startswith("nonvoluntary_ctxt_switches"):
+                st["nonvoluntary"] = int(ln.split(":")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return st
+
+
+def round_host(eng, a, b, iters=200):
+    """What the host was like during one round (snapshots a, b of host_state at its start and
+    end): the cores at both ends, the share of the machine's CPU time stolen by the
+    hypervisor, the involuntary switches, and the p50 of a near-empty ctypes call right after
+    (the CPU's own speed then: a round whose steps are all slow on the host shows it here
+    too if the cause is the core, not cgrt)."""
+    d = lambda k: (b[k] - a[k]) if a[k] is not None and b[k] is not None else None  # noqa: E731
+    tot = d("total")
+    return {"cpu_start": a["cpu"], "cpu_end": b["cpu"],
+            "steal_share": (d("steal") / tot) if tot and d("steal") is not None else None,
+            "nonvoluntary_switches": d("nonvoluntary"),
+            "ctypes_call_us_p50": ctypes_call_us(eng, iters)["p50"]}
+
+
 def ctypes_call_us(eng, iters=2000):
     """Host time (us; summarize_ms of the samples) of a ctypes call of the decode set that
     does almost nothing in C (cgrt_graphs_bucket_rows)."""
@@ -721,7 +755,9 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
             patched = {m[0]: dict.fromkeys(("steps", "nodes_patched", "device_patches", "device_nodes_patched"), 0)
                        for m in methods}
             per_round = max(1, -(-iters // rounds))
+            pt["round_host"] = []
             for rnd in range(rounds):
+                h0 = host_state()
                 for name, fn, warm, pre, after in methods:
                     s0 = gs.stats()
                     lat, host = time_steps(be, stream, fn, per_round, warm, deadline, pre,
@@ -737,6 +773,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                         round_p50[name].append(summarize_ms(host)["p50"])
                     if after is not None:
                         after()
+                pt["round_host"].append(round_host(eng, h0, host_state()))
             pt["rounds"], pt["steps_per_round"] = rounds, per_round
             pt["host_probe"] = host_probe(eng)
             attention = {t.name: t.attention for t in tgs}
@@ -1264,12 +1301,18 @@ def main(argv=None):
                    help="the MLA plans' programmatic_launch (default 2: the split reads seq_lens and the block "
                         "table while the RoPE + KV-write kernel before it runs)")
     p.add_argument("--deadline", type=float, default=450.0, help="seconds; later points are skipped")
+    p.add_argument("--pin-cpu", type=int, default=None,
+                   help="run the process on this one core (sched_setaffinity; recorded in config.pin_cpu): "
+                        "whether the host time's slow rounds follow the core (round_host)")
     p.add_argument("--wait", choices=("poll", "sleep-poll"), default="poll",
                    help="how the host waits for a timed step: spin on an event query for all of it (default), "
                         "or sleep through 80%% of the previous step's latency, then spin")
     args = p.parse_args(argv)
     global WAIT
     WAIT = args.wait
+    if args.pin_cpu is not None:
+        # before the backend and torch start their threads, which inherit the mask
+        os.sched_setaffinity(0, {args.pin_cpu})
     deadline = common.T0 + args.deadline
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     args.batches = ints(args.batches or ("1,4" if args.smoke else "1,8,32,128"))
@@ -1297,7 +1340,8 @@ def main(argv=None):
     out = {"benchmark": "model_decode", "meta": gpu_meta(be), "what": __doc__, "config": {
         "model": cfg.__dict__, "max_num_seqs": S, "spec_max_num_seqs": Ss, "k_max": k, "spec_ks": args.spec_ks, "max_model_len": max_model_len,
         "batches": args.batches, "contexts": args.contexts, "pages_per_request": pps, "num_pages": num_pages,
-        "wait": args.wait, "rounds": args.rounds, "iters": args.iters,
+        "wait": args.wait, "rounds": args.rounds, "iters": args.iters, "pin_cpu": args.pin_cpu,
+        "affinity": sorted(os.sched_getaffinity(0)),
         "deviations": "dense MLP (intermediate 10944) in place of the MoE; plain RoPE; random weights; "
                       "synthetic prompt KV"}, "spec": {}}
     say(f"bench: {cfg.layers} layers, batches {args.batches}, contexts {args.contexts}, out {args.out}")

@@ -4,6 +4,7 @@ every figure is read from the JSON.
     python3 bench/model_decode/report.py bench/results/model_decode_h200.json
 """
 import json
+import statistics
 import sys
 
 
@@ -58,6 +59,47 @@ def wait_table(d):
     return out
 
 
+def round_table(d):
+    """Per point and round: the host p50 of three methods beside the host's state in that
+    round (round_host: cores at its start / end, the hypervisor's steal share, a near-empty
+    ctypes call's p50 after it); results without round_host give no rows."""
+    out = ["| batch | context | round | host us p50: cgrt_prepared / launch_floor / torch_graph_peer | cores | "
+           "steal % | ctypes call us |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in d["points"]:
+        m = p.get("methods", {})
+        for i, r in enumerate(p.get("round_host", [])):
+            def rp(k):
+                v = (m.get(k, {}).get("host_us") or {}).get("round_p50", [])
+                return _f(v[i], 1) if i < len(v) else "-"
+            steal = r.get("steal_share")
+            out.append(f"| {p['batch']} | {p['context']} | {i + 1} | {rp('cgrt_prepared')} / {rp('launch_floor')} / "
+                       f"{rp('torch_graph_peer')} | {r.get('cpu_start')} / {r.get('cpu_end')} | "
+                       f"{_f(None if steal is None else 100 * steal, 2)} | {_f(r.get('ctypes_call_us_p50'), 2)} |")
+    return out if len(out) > 2 else []
+
+
+def round_modes(d, fast_us=6.0):
+    """The rounds of every point split by the bare launch's p50 in that round (fast: below
+    fast_us), with the medians over those rounds of cgrt_prepared's, the bare launch's and
+    torch_graph_peer's round p50: whether a slow host round is cgrt's or the host's (every
+    method slow together)."""
+    modes = {"fast": [], "slow": []}
+    for p in d["points"]:
+        m = p.get("methods", {})
+        r = [(m.get(k, {}).get("host_us") or {}).get("round_p50", [])
+             for k in ("cgrt_prepared", "launch_floor", "torch_graph_peer")]
+        for c, f, t in zip(*r):
+            modes["fast" if f < fast_us else "slow"].append((c, f, t))
+    out = []
+    for k, v in modes.items():
+        if v:
+            med = [statistics.median(x[i] for x in v) for i in range(3)]
+            out.append(f"{k} rounds (bare launch p50 {'<' if k == 'fast' else '>='} {fast_us:g} us): {len(v)}; "
+                       f"median round p50 cgrt_prepared {med[0]:.1f} us, bare launch {med[1]:.1f} us, "
+                       f"torch_graph_peer {med[2]:.1f} us")
+    return out
+
+
 def spec_table(d):
     s = d.get("spec", {})
     plain = s.get("plain_decode", {})
@@ -96,7 +138,8 @@ def capture_lines(d):
 
 def main(argv):
     d = json.load(open(argv[1]))
-    for lines in (decode_table(d), [""], wait_table(d), [""], spec_table(d), [""], capture_lines(d)):
+    for lines in (decode_table(d), [""], wait_table(d), [""], round_modes(d), [""], round_table(d), [""],
+                  spec_table(d), [""], capture_lines(d)):
         print("\n".join(lines))
     return 0
 
