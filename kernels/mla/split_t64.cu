@@ -200,7 +200,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       const int i = k / 3, c = k - 3 * i;
       if (i < n) copy_sub(k, c, tb0 + stride * i, tend, pg);
       else if (STREAM && go && i - n < 2) {
-        int pn[4]; // selected element by element: a reference chosen at run time would put both in local memory
+        int pn[4]; // element by element: a reference chosen at run time puts both arrays in local memory
 #pragma unroll
         for (int q4 = 0; q4 < 4; q4++) pn[q4] = i == n ? nx.pg0[q4] : nx.pg1[q4];
         copy_sub(k, c, nx.tok0 + 64 * (i - n), nx.tend, pn);
@@ -311,8 +311,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     CGRT_STAMP_SEG_END(r, n);
   };
 
-  t64_walk<ROW1, int[4], STREAM>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl, seq_lens, cap,
-                         min_tiles, causal, s_meta, s_wsum);
+  t64_walk<ROW1, int[4], STREAM>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl,
+                                 seq_lens, cap, min_tiles, causal, s_meta, s_wsum);
   CGRT_STAMP_EXIT();
 }
 

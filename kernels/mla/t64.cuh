@@ -343,11 +343,11 @@ __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], floa
 // with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
 // without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
 // partial as 0). STREAM (the streaming ring of cgrt_mla_split_t64's experimental build,
-// kernels/mla/split_t64.cu) with ahead: the next
-// segment's first sub-stages are in flight over the ring, so the end neither drains the
-// copies nor stages O: each thread stores its accumulators straight to out or the
-// partial slot (8 lanes write 8 consecutive columns of a head: whole 32-byte sectors of
-// a partial), and the last CTA of a row merges from global memory (t64_merge<false>).
+// kernels/mla/split_t64.cu) with ahead: the next segment's first sub-stages are in
+// flight over the ring, so the end neither drains the copies nor stages O: each thread
+// stores its accumulators straight to out or the partial slot (8 lanes write 8
+// consecutive columns of a head: whole 32-byte sectors of a partial), and the last CTA
+// of a row merges from global memory (t64_merge<false>).
 template <bool EMPTY = false, bool STREAM = false, int SN, int HN>
 __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
                                            float *s_red, float *s_stage, float *merge_buf, int *s_last,
@@ -440,11 +440,11 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
       t64_merge<false>(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, nullptr,
                        nullptr);
     } else {
-    t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
-              merge_buf);
-    if (NH > 16 && nh > 16)
-      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
-                s_stage + 16 * kOStr, merge_buf);
+      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit,
+                slot, s_stage, merge_buf);
+      if (NH > 16 && nh > 16)
+        t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
+                  s_stage + 16 * kOStr, merge_buf);
     }
   }
   __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
