@@ -583,7 +583,7 @@ def host_probe(eng, iters=2000):
     res = {"ctypes_call_us_p50": s["p50"], "ctypes_call_us_p99": s["p99"]}
     try:
         res["loadavg"] = open("/proc/loadavg").read().split()[:3]
-        cpu = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[36])
+        cpu = proc_cpu()
         res["cpu"] = cpu
         mhz = [ln.split(":")[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("cpu MHz")]
         res["cpu_mhz"] = float(mhz[cpu]) if cpu < len(mhz) else None
@@ -594,13 +594,18 @@ def host_probe(eng, iters=2000):
     return res
 
 
+def proc_cpu():
+    """The core the process runs on (/proc/self/stat, field 39)."""
+    return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[36])
+
+
 def host_state():
     """A snapshot for round_host: the core the process runs on, the machine's steal and
     total jiffies (/proc/stat: time the hypervisor gave the virtual CPUs to others) and the
     process's involuntary context switches; None where /proc does not say."""
     st = {"cpu": None, "steal": None, "total": None, "nonvoluntary": None}
     try:
-        st["cpu"] = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[36])
+        st["cpu"] = proc_cpu()
         f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
         st["steal"], st["total"] = (f[7] if len(f) > 7 else None), sum(f)
         for ln in open("/proc/self/status"):
@@ -1312,7 +1317,10 @@ def main(argv=None):
     WAIT = args.wait
     if args.pin_cpu is not None:
         # before the backend and torch start their threads, which inherit the mask
-        os.sched_setaffinity(0, {args.pin_cpu})
+        try:
+            os.sched_setaffinity(0, {args.pin_cpu})
+        except (OSError, ValueError) as e:
+            p.error(f"--pin-cpu {args.pin_cpu}: {e} (cores allowed: {sorted(os.sched_getaffinity(0))})")
     deadline = common.T0 + args.deadline
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     args.batches = ints(args.batches or ("1,4" if args.smoke else "1,8,32,128"))

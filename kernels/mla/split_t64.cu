@@ -53,10 +53,9 @@ using namespace cgrt_t64;
 
 constexpr int kSub = 3 * kCB;    // a sub-stage: 3 column blocks
 
-// The streaming ring (STREAM in split_t64 below) is an experimental build until a GPU A/B
-// measures it: `bazel build --config=gpu --define=cgrt_mla_stream=1 ...` (tools/cuda.bzl
-// passes -DCGRT_MLA_STREAM=1). The library's build leaves it out, and its sm_90a code is
-// main's kernel byte for byte (docs/mla_decode.md).
+// The experimental build: `bazel build --config=gpu --define=cgrt_mla_stream=1 ...`
+// (tools/cuda.bzl passes -DCGRT_MLA_STREAM=1); docs/mla_decode.md, "Built, not yet
+// measured".
 #ifdef CGRT_MLA_STREAM
 constexpr bool kStreamBuild = true;
 #else
