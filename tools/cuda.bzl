@@ -45,9 +45,6 @@ def _cuda_fatbin_impl(ctx):
     # --define=cgrt_mla_stamps=1: the diagnostic build of kernels/mla/stamps.cuh.
     if ctx.var.get("cgrt_mla_stamps", "0") == "1":
         gencodes += " -DCGRT_MLA_STAMPS=1"
-    # --define=cgrt_mla_stream=1: the experimental streaming t64 ring (kernels/mla/split_t64.cu).
-    if ctx.var.get("cgrt_mla_stream", "0") == "1":
-        gencodes += " -DCGRT_MLA_STREAM=1"
     sym = ctx.attr.symbol
     fatbins = []
     lines = [

@@ -8,7 +8,7 @@
 #   bazel build --config=gpu //bench/mla_decode:mla_decode_bench //tests/mla:all
 #   mkdir -p DIR && cp bazel-bin/bench/mla_decode/mla_decode_bench \
 #     bazel-bin/tests/mla/{mla_t64_test,mla_digest_test} DIR && git rev-parse --short HEAD > DIR/COMMIT
-# (an experimental build adds its define, e.g. --define=cgrt_mla_stream=1 to the bazel
+# (an experimental build adds its --define=... to the bazel
 # line), then `run` with DIR in carry. Without --shape, the 16-head shapes whose CTAs cross row
 # bounds (8 x 1K, 32 / 64 / 128 x 8K, 128 x 32K).
 #

@@ -31,8 +31,7 @@
 // ldmatrix over the same layout with the same accumulator layout.
 //
 // A diagnostic build stamps each CTA's phases (kernels/mla/stamps.cuh; empty macros in
-// the library's build), and an experimental build streams the ring across segment bounds
-// (kStreamBuild, below; not in the library's build until a GPU A/B measures it).
+// the library's build).
 //
 // The FP8 e4m3 kernels are in kernels/mla/split_t64_fp8.cu; both files share
 // kernels/mla/t64.cuh (the products, the softmax, the KV range walk, the end of a
@@ -52,15 +51,6 @@ using namespace cgrt_wg;
 using namespace cgrt_t64;
 
 constexpr int kSub = 3 * kCB;    // a sub-stage: 3 column blocks
-
-// The experimental build: `bazel build --config=gpu --define=cgrt_mla_stream=1 ...`
-// (tools/cuda.bzl passes -DCGRT_MLA_STREAM=1); docs/mla_decode.md, "Built, not yet
-// measured".
-#ifdef CGRT_MLA_STREAM
-constexpr bool kStreamBuild = true;
-#else
-constexpr bool kStreamBuild = false;
-#endif
 
 // The shared-memory plan of NH = 16 or 32 query rows per CTA: Q (9 column blocks of NH
 // rows), a ring of kSlots sub-stages (8 for 16 rows; 7 for 32, whose Q and P^T take 20 KB
@@ -150,66 +140,37 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
   };
 
-  // STREAM (cgrt_mla_split_t64 in the experimental build, kStreamBuild): the ring
-  // streams across segment bounds. A segment of n >= 2 tiles whose successor in the range
-  // has n >= 2 tiles too issues the successor's sub-stages 0..kAhead-1 (tile 0 and two
-  // thirds of tile 1) into the slots its own last tiles free, as the sub-stages past its
-  // end (which are empty otherwise); its end then neither drains the copies nor stages O
-  // (t64_finish's ahead), and the successor starts with only Q and its sub-stages
-  // kAhead.. to issue, its sub-stage k in ring slot (ring0 + k) % kSlots. Without a
-  // successor, or after a one-tile segment that was itself issued ahead, a segment ends
-  // and starts as the other kernels' do.
-  constexpr bool STREAM = kStreamBuild && ROW1 == 0 && NH == 16 && !MK;
-  int ring0 = 0;    // (STREAM) the ring slot of the segment's sub-stage 0
-  bool pre = false; // (STREAM) the segment's sub-stages 0..kAhead-1 were issued ahead
-
   // One segment of row r: its n tiles start at tokens tb0, tb0 + stride, ..., its tokens
   // end at tend; its partial goes to slot r + p (nsplit > 1: one of the nsplit partials
   // in slots r + pf ..) or straight to out (nsplit == 1). pg0, pg1, pga, pgb: the entries
-  // of tiles 0-3; ahead: t64_walk's T64Next of the successor (STREAM only).
+  // of tiles 0-3.
   auto segment = [&](int r, int tb0, int stride, int tend, int len, int n, int pf, int nsplit, int (&pg0)[4],
-                     int (&pg1)[4], int (&pga)[4], int (&pgb)[4], const auto &...ahead) {
+                     int (&pg1)[4], int (&pga)[4], int (&pgb)[4]) {
     CGRT_STAMP_SEG(0);
     const int *btr = bt + (long long)(r / bl) * mbps;
-    // The successor (STREAM: t64_walk's AHEAD passes it) and whether this segment issues
-    // its first sub-stages.
-    T64Next<int[4]> nx{};
-    if constexpr (sizeof...(ahead) == 1) nx = t64_only(ahead...);
-    const bool go = STREAM && nx.has && nx.n >= 2 && (n >= 2 || !pre);
-    const int r0 = STREAM ? ring0 : 0;
     // Sub-stage k = 3 i + c: column blocks 3c .. 3c + 2 of tile i (entries pg), into ring
-    // slot (r0 + k) % kSlots; one commit group each (empty past the segment, or the
-    // successor's sub-stage k - 3n with go), so that wait_group counts tiles.
-    auto slot_of = [&](int k) {
-      return (kSlots & (kSlots - 1)) == 0 ? (r0 + k) & (kSlots - 1) : (r0 + k) % kSlots;
-    };
-    auto copy_sub = [&](int k, int c, int tb, int te, const int (&pg)[4]) {
-      const uint32_t dst = s_ring + slot_of(k) * kSub + swz(crow, cch);
-#pragma unroll
-      for (int q4 = 0; q4 < 4; q4++) {
-        const int tok = tb + crow + 16 * q4;
-        const bool ok = tok < te;
-        const bf16 *src = kv + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
-#pragma unroll
-        for (int b = 0; b < 3; b++)
-          cp_async16(dst + q4 * 16 * 128 + b * kCB, ok ? src + b * 64 : kv, ok ? 16 : 0);
-      }
-    };
+    // slot k % kSlots; one commit group each (empty past the segment), so that wait_group
+    // counts tiles.
+    auto slot_of = [](int k) { return (kSlots & (kSlots - 1)) == 0 ? k & (kSlots - 1) : k % kSlots; };
     auto load_sub = [&](int k, const int (&pg)[4]) {
       const int i = k / 3, c = k - 3 * i;
-      if (i < n) copy_sub(k, c, tb0 + stride * i, tend, pg);
-      else if (STREAM && go && i - n < 2) {
-        int pn[4]; // element by element: a reference chosen at run time puts both arrays in local memory
+      if (i < n) {
+        const uint32_t dst = s_ring + slot_of(k) * kSub + swz(crow, cch);
+        const int tb = tb0 + stride * i + crow;
 #pragma unroll
-        for (int q4 = 0; q4 < 4; q4++) pn[q4] = i == n ? nx.pg0[q4] : nx.pg1[q4];
-        copy_sub(k, c, nx.tok0 + 64 * (i - n), nx.tend, pn);
+        for (int q4 = 0; q4 < 4; q4++) {
+          const int tok = tb + 16 * q4;
+          const bool ok = tok < tend;
+          const bf16 *src = kv + ((long long)pg[q4] * ps + (tok & (ps - 1))) * D + c * 192 + cch * 8;
+#pragma unroll
+          for (int b = 0; b < 3; b++)
+            cp_async16(dst + q4 * 16 * 128 + b * kCB, ok ? src + b * 64 : kv, ok ? 16 : 0);
+        }
       }
       cp_commit();
     };
-    const bool pre_here = STREAM && pre;
     {
-      // Q of the head group (rows past nh zero): in the first commit group, or (issued
-      // ahead) a group of its own before sub-stage kAhead's.
+      // Q of the head group (rows past nh zero), in the first commit group.
       const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
 #pragma unroll
       for (int x = 0; x < NH / 16; x++) {
@@ -233,15 +194,9 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
     }
     (void)len;
     // The whole ring at once: a segment of <= 2 tiles loads in one go, a longer one
-    // starts with kSlots sub-stages in flight (issued ahead: sub-stages kAhead.. only).
-    if (pre_here) {
-      cp_commit(); // Q
+    // starts with kSlots sub-stages in flight.
 #pragma unroll
-      for (int k = kAhead; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
-    }
+    for (int k = 0; k < kSlots; k++) load_sub(k, k < 3 ? pg0 : k < 6 ? pg1 : pga);
 
     float o[8][SN];
 #pragma unroll
@@ -259,12 +214,8 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       // Sub-stages up to 3 it + 2 landed (kSlots committed at it = 0, 3 it + kAhead - 1
       // after) for every thread, and every warp is done with tile it - 1 (its slots are
       // refilled below).
-      if (it == 0) {
-        if (pre_here) cp_wait<kSlots - kAhead>(); // Q landed (sub-stages 0..kAhead-1 before it)
-        else cp_wait<kSlots - 3>();
-      } else {
-        cp_wait<kAhead - 3>();
-      }
+      if (it == 0) cp_wait<kSlots - 3>();
+      else cp_wait<kAhead - 3>();
       fence_proxy_async();
       __syncthreads();
       if (it == 0) CGRT_STAMP_SEG(1);
@@ -299,19 +250,14 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
       t64_pv<NH>(o, kb, s_p);
     }
     CGRT_STAMP_SEG(2);
-    t64_finish<MK, STREAM>(o, m, l, 1.f, s_red, s_stage,
-                           reinterpret_cast<float *>(sm + L::kStageAt + L::kStageBytes), s_last, out, lse, part_o,
-                           part_lse, counters, r, qh, h_begin, nh, pf, nsplit, go);
-    if constexpr (STREAM) {
-      ring0 = go ? (r0 + 3 * n) & (kSlots - 1) : 0;
-      pre = go;
-    }
+    t64_finish<MK>(o, m, l, 1.f, s_red, s_stage, reinterpret_cast<float *>(sm + L::kStageAt + L::kStageBytes),
+                   s_last, out, lse, part_o, part_lse, counters, r, qh, h_begin, nh, pf, nsplit);
     CGRT_STAMP_SEG(3);
     CGRT_STAMP_SEG_END(r, n);
   };
 
-  t64_walk<ROW1, int[4], STREAM>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl,
-                                 seq_lens, cap, min_tiles, causal, s_meta, s_wsum);
+  t64_walk<ROW1, int[4]>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl, seq_lens, cap,
+                         min_tiles, causal, s_meta, s_wsum);
   CGRT_STAMP_EXIT();
 }
 

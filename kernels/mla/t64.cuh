@@ -165,10 +165,6 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 constexpr int kMergeBatch = 4;
 constexpr int kMergeSmemMax = 2 * kMergeBatch;
 constexpr int kOStageBytes = 16 * kOStr * 4;
-// SMEM = false (a CTA whose next segment's first loads are in flight over the ring:
-// t64_finish's ahead): every partial, the CTA's own included, from global memory into
-// registers (the path past kMergeSmemMax); s_stage and buf are not read.
-template <bool SMEM = true>
 __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                           bf16 *__restrict__ out, float *__restrict__ lse, int r, int qh,
                                           int h_begin, int nh, long long slot0, int nsplit, long long own,
@@ -205,7 +201,7 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
     }
     m = mb;
   };
-  if (SMEM && nsplit <= kMergeSmemMax) {
+  if (nsplit <= kMergeSmemMax) {
     const int own_i = (int)(own - slot0);
     for (int b0 = 0; b0 < nsplit; b0 += kMergeBatch) {
       const int nb = min(kMergeBatch, nsplit - b0);
@@ -342,25 +338,19 @@ __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], floa
 // and the merge buffers (merge_buf) lie over the KV buffers, which are free here; ends
 // with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
 // without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
-// partial as 0). STREAM (the streaming ring of cgrt_mla_split_t64's experimental build,
-// kernels/mla/split_t64.cu) with ahead: the next segment's first sub-stages are in
-// flight over the ring, so the end neither drains the copies nor stages O: each thread
-// stores its accumulators straight to out or the partial slot (8 lanes write 8
-// consecutive columns of a head: whole 32-byte sectors of a partial), and the last CTA
-// of a row merges from global memory (t64_merge<false>).
-template <bool EMPTY = false, bool STREAM = false, int SN, int HN>
+// partial as 0).
+template <bool EMPTY = false, int SN, int HN>
 __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
                                            float *s_red, float *s_stage, float *merge_buf, int *s_last,
                                            bf16 *__restrict__ out, float *__restrict__ lse,
                                            float *__restrict__ part_o, float *__restrict__ part_lse,
                                            unsigned *__restrict__ counters, int r, int qh, int h_begin, int nh,
-                                           int pf, int nsplit, bool ahead = false) {
+                                           int pf, int nsplit) {
   constexpr int NH = 2 * SN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, t4 = lane & 3, ta = 16 * warp + gq;
   const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
-  const bool direct = STREAM && ahead;
-  if (!direct) cgrt_mla::cp_wait<0>();
+  cgrt_mla::cp_wait<0>();
 
   // Row sums: the 8 lanes of a head column, then the 4 warps.
 #pragma unroll
@@ -388,32 +378,13 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
   }
+  // O^T / l into the staging rows [head][dim].
+  each_o<NH>([&](int i, int j, int e) {
+    float *row = s_stage + t64_head_of(2 * j + e, t4) * kOStr + 64 * i + ta;
+    row[0] = o[i][4 * j + e] * inv[2 * j + e];
+    row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
+  });
   const long long slot = (long long)r + p;
-  if (direct) {
-    // O^T / l from the accumulators to out (bf16) or the partial slot (fp32).
-    each_o<NH>([&](int i, int j, int e) {
-      const int head = t64_head_of(2 * j + e, t4);
-      if (head < nh) {
-        const float v0 = o[i][4 * j + e] * inv[2 * j + e], v1 = o[i][4 * j + 2 + e] * inv[2 * j + e];
-        if (nsplit == 1) {
-          bf16 *d = out + ((long long)r * qh + h_begin + head) * DV + 64 * i + ta;
-          d[0] = __float2bfloat16_rn(v0);
-          d[8] = __float2bfloat16_rn(v1);
-        } else {
-          float *d = part_o + (slot * qh + h_begin + head) * DV + 64 * i + ta;
-          d[0] = v0;
-          d[8] = v1;
-        }
-      }
-    });
-  } else {
-    // O^T / l into the staging rows [head][dim].
-    each_o<NH>([&](int i, int j, int e) {
-      float *row = s_stage + t64_head_of(2 * j + e, t4) * kOStr + 64 * i + ta;
-      row[0] = o[i][4 * j + e] * inv[2 * j + e];
-      row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-    });
-  }
   if (warp == 0 && gq == 0) {
 #pragma unroll
     for (int h = 0; h < HN; h++) {
@@ -424,28 +395,21 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
       }
     }
   }
-  if (!direct) {
-    __syncthreads();
-    for (int id = tid; id < nh * (DV / 4); id += NT) {
-      const int head = id / (DV / 4), c4 = id - head * (DV / 4);
-      const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
-      if (nsplit == 1)
-        cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
-      else
-        *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
-    }
+  __syncthreads();
+  for (int id = tid; id < nh * (DV / 4); id += NT) {
+    const int head = id / (DV / 4), c4 = id - head * (DV / 4);
+    const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
+    if (nsplit == 1)
+      cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
+    else
+      *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
   }
   if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last)) {
-    if (direct) {
-      t64_merge<false>(part_o, part_lse, out, lse, r, qh, h_begin, nh, (long long)r + pf, nsplit, slot, nullptr,
-                       nullptr);
-    } else {
-      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit,
-                slot, s_stage, merge_buf);
-      if (NH > 16 && nh > 16)
-        t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
-                  s_stage + 16 * kOStr, merge_buf);
-    }
+    t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
+              merge_buf);
+    if (NH > 16 && nh > 16)
+      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
+                s_stage + 16 * kOStr, merge_buf);
   }
   __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
 }
@@ -479,21 +443,7 @@ __device__ __forceinline__ bool t64_early(int causal, const int *seq_lens) {
 // (the schedule's count with CGRT_MLA_MIN_TILES_ONE_ROW = 2), partial p in slot p, so the
 // combine kernel and the metadata are those of the range schedule (CTA (0, 0) writes
 // them when seq_lens is given). The C reference (kernels/mla/ref.c) takes the same tiles.
-// AHEAD (ROW1 = 0; the streaming ring of cgrt_mla_split_t64's experimental build): the
-// walk finds each segment's successor in the range before the segment runs and passes it
-// as a last argument, a T64Next (has = 0 past the range's end), so that the segment can
-// issue the successor's first loads behind its own last tiles.
-template <class PG>
-struct T64Next {
-  int has, tok0, tend, n; // n: the successor's 64-token tiles
-  PG pg0, pg1;            // the entries of its tiles 0 and 1
-};
-// The one argument of a pack (a segment's optional T64Next).
-template <class T>
-__device__ __forceinline__ const T &t64_only(const T &t) {
-  return t;
-}
-template <int ROW1, class PG, bool AHEAD = false, class Entries, class Seg>
+template <int ROW1, class PG, class Entries, class Seg>
 __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int *__restrict__ bt,
                                          const int *__restrict__ meta, bf16 *__restrict__ out,
                                          float *__restrict__ lse, int rows, int qh, int h_begin, int h_end, int P,
@@ -561,37 +511,8 @@ __device__ __forceinline__ void t64_walk(Entries entries, Seg segment, const int
       cgrt_mla::publish_meta<NT>(s_meta, meta, rows);
       cgrt_mla::zero_padding_rows<NT>(mb, out, lse, rows, qh, h_begin, h_end, p, P);
     }
-    if constexpr (AHEAD) {
-      static_assert(sizeof(PG) == 4 * sizeof(int), "int[4] entries");
-      while (more) {
-        const int rc = r, tok0c = tok0, tendc = tend;
-        const cgrt_mla::Segment sc = sg;
-        PG c0, c1, c2, c3;
-#pragma unroll
-        for (int q4 = 0; q4 < 4; q4++) {
-          c0[q4] = pg0[q4];
-          c1[q4] = pg1[q4];
-          c2[q4] = pg2[q4];
-          c3[q4] = pg3[q4];
-        }
-        r++;
-        more = next();
-        T64Next<PG> nx;
-        nx.has = more;
-        nx.tok0 = tok0;
-        nx.tend = tend;
-        nx.n = more ? (tend - tok0 + 63) >> 6 : 0;
-#pragma unroll
-        for (int q4 = 0; q4 < 4; q4++) {
-          nx.pg0[q4] = pg0[q4];
-          nx.pg1[q4] = pg1[q4];
-        }
-        segment(rc, tok0c, 64, tendc, sc.len, (tendc - tok0c + 63) >> 6, sc.pf, sc.nsplit, c0, c1, c2, c3, nx);
-      }
-    } else {
-      for (; more; r++, more = next())
-        segment(r, tok0, 64, tend, sg.len, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
-    }
+    for (; more; r++, more = next())
+      segment(r, tok0, 64, tend, sg.len, (tend - tok0 + 63) >> 6, sg.pf, sg.nsplit, pg0, pg1, pg2, pg3);
   }
 }
 
