@@ -1296,7 +1296,8 @@ def main(argv=None):
     p.add_argument("--spec-context", type=int, default=None, help="context of the spec part (default 1024)")
     p.add_argument("--alpha", type=float, default=0.7, help="forced acceptance rate of the spec part's forced runs")
     p.add_argument("--spec-seconds", type=float, default=70.0,
-                   help="seconds kept for the spec part: the decode points stop at deadline minus this")
+                   help="seconds kept for the spec part: the decode points stop at deadline minus this "
+                        "(none with --no-spec)")
     p.add_argument("--peers", default=os.path.join(ROOT, ".peers"), help="prebuilt peers (bench/peers/mla_peers.py)")
     p.add_argument("--no-peer", action="store_true", help="skip the torch_graph_peer method")
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
@@ -1421,7 +1422,8 @@ def main(argv=None):
         write(out, args.out)
 
         say("decode steps:")
-        to_profile = bench_points(args, be, eng, tgs, stream, bt_static, deadline - args.spec_seconds, out)
+        spec_keep = 0.0 if args.no_spec else args.spec_seconds
+        to_profile = bench_points(args, be, eng, tgs, stream, bt_static, deadline - spec_keep, out)
         host_summary(out)
         if args.no_spec:
             out["spec"] = {"skipped": "--no-spec"}
