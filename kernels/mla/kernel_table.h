@@ -54,15 +54,30 @@ typedef enum cgrt__mla_role {
 #define CGRT__MLA_KV_BF16 0
 #define CGRT__MLA_KV_FP8 1
 
+/* The experimental 64-row t64 kernels (kernels/mla/split_t64_n64.cu): rows only in the
+ * build --define=cgrt_mla_n64=1 (CGRT_MLA_N64=1), ahead of cgrt_mla_split_m64_ws so that
+ * the plan picks them for 33..64 query rows per CTA. The fatbin carries the kernels in
+ * every build (tests/mla/mla_kernel_table_test.cc knows). */
+/* clang-format off */
+#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
+#define CGRT__MLA_N64_ROWS(X)                                                                                                                           \
+  X(cgrt_mla_split_t64_n64,      CGRT__MLA_SPLIT,          256, CGRT_MLA_T64_N64_SMEM,   1, 33, 64, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_n64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_T64_N64_SMEM, 1, 33, 64, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)
+#else
+#define CGRT__MLA_N64_ROWS(X)
+#endif
+/* clang-format on */
+
 /* clang-format off */
 #define CGRT__MLA_KERNELS(X)                                                                                                                            \
   X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
   X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_BF16, split_row1_ref)      \
-  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
+  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT, CGRT_MLA_T64_FP8_THREADS, CGRT_MLA_T64_FP8_SPLIT_SMEM, 1, 1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref) \
   X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
   X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
+  CGRT__MLA_N64_ROWS(X)                                                                                                                                 \
   X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)        \
   X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, combine_ref)         \

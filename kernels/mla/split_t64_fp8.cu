@@ -28,6 +28,9 @@
 // kv_scale is folded into the softmax scale (S = kv_scale q . e) and into the output
 // (O = kv_scale sum p e / l). 1 CTA per SM (CGRT_MLA_T64_FP8_SMEM bytes of shared memory).
 // Without sm_90a (the compute_90 PTX) the products run on f16 mma.sync over the same layout.
+// The experimental build --define=cgrt_mla_fp8ws=1 (CGRT_MLA_FP8WS) replaces
+// cgrt_mla_split_t64_fp8 (not _row1_fp8) by a warp-specialised form of 384 threads
+// (split_t64_fp8_ws below).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -394,12 +397,275 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
                          min_tiles, causal, s_meta, s_wsum);
 }
 
+#if CGRT_MLA_FP8WS
+// The warp-specialised form of cgrt_mla_split_t64_fp8 (the experimental build
+// --define=cgrt_mla_fp8ws=1: CGRT_MLA_FP8WS; docs/mla_decode.md). CTA = 384 threads, one
+// per SM (CGRT_MLA_T64_FP8WS_SMEM bytes of shared memory):
+//   - warpgroup 0, the consumer: Q of each segment (copied and scaled to f16 as above),
+//     S^T = K . Q^T, the softmax, O^T += V^T . P^T and the segment's end (t64_finish,
+//     counters merge), on named barrier kBarC among its 128 threads. Per tile: S, the
+//     softmax, P . V, then the tile's buffer released at once. With two f16 buffers the
+//     buffer of tile i + 1 is that of tile i - 1, free only once P . V of tile i - 1 is
+//     done, and the producers widen it while the consumer runs tile i: S of tile i + 1
+//     cannot start before the softmax of tile i, and releasing each buffer right after
+//     its P . V gives the widening a whole consumer step (S, softmax, P . V), where
+//     issuing S of tile i + 1 with P . V of tile i in flight would release tile i's
+//     buffer only after the widening of tile i + 1 (the step then takes the widening
+//     plus S).
+//   - warpgroups 1 and 2, the producers: warpgroup 1 + b owns tiles b, b + 2, b + 4, ...
+//     of a segment and f16 buffer b (72 KB, the products' layout). Each thread holds the
+//     16-byte pieces 2 k + (tid & 1), k = 0..17, of one token row (the two threads of a
+//     row read a 32-byte sector together) as raw e4m3 in 72 registers (ld.global.cg;
+//     tokens past the segment's end are not read and stay 0): the copies of its next
+//     tile are issued right after it stored one, so each producer has a tile (36 KB) in
+//     flight while the consumer runs, 72 KB per SM. Before it stores tile i (i >= 2) it
+//     waits for the consumer's release of tile i - 2 (named barrier kBarEmpty + b),
+//     widens exactly (cvt e4m3x2 -> f16x2), stores, fences for the tensor cores, issues
+//     the copies of tile i + 2 and meets the consumer on kBarFull + b, before its S of
+//     tile i. Named barriers of 256 threads (the consumer and one producer), bar.sync on
+//     both sides (no bar.arrive: the hand-offs are barriers racecheck follows; the
+//     producer waits there for nothing it could do instead, its next step being the
+//     release): each tile meets once on each, and each producer meets the release of its
+//     last tile at the segment's end, so the counts match without conditions in the
+//     consumer's loop.
+//   - Each role runs its own copy of the walk (t64_walk with the CTA's 384 threads: the
+//     fused schedule of up to 384 rows, the padding rows), so that setmaxnreg comes once,
+//     before it: the same segments from the same schedule, so every thread meets the
+//     CTA-wide barriers (__syncthreads, barrier 0, from either copy) the same number of
+//     times; both roles sync once per segment after the consumer's end (the output
+//     staging and the merge buffers lie over the f16 buffers).
+// setmaxnreg (sm_90a): the consumer 232 registers, the producers 136 (at 168 each the
+// consumer's end, t64_finish and its merge, spilled). Without sm_90a the same roles run
+// at the launch's registers, the products on f16 mma.sync.
+constexpr int kWsThreads = CGRT_MLA_T64_FP8_THREADS;
+static_assert(kWsThreads == 3 * NT, "a consumer and two producer warpgroups");
+constexpr int kWsOffTile = 9 * kQ16;                  // two f16 tiles
+constexpr int kWsOffP = kWsOffTile + 2 * kTile;       // P^T (1024-byte aligned: 128-byte swizzle)
+constexpr int kWsMergeEnd = kWsOffTile + kOStageBytes + kMergeBatch * 16 * DV * 4;
+constexpr int kWsOffSmall = kWsMergeEnd > kWsOffP + kP16 ? kWsMergeEnd : kWsOffP + kP16;
+constexpr int kWsSmall = 64 * 4 + (2 * kWsThreads + 2) * 4 + (kWsThreads / 32) * 4 + 4 + 16 * 4;
+constexpr int kWsBytes = 1024 + kWsOffSmall + kWsSmall;
+static_assert(kWsOffP % 1024 == 0 && kWsOffTile % 1024 == 0 && kTile % 1024 == 0, "wgmma operands 1024-aligned");
+static_assert(kWsOffSmall % 16 == 0, "s_red is read as float4");
+static_assert(kWsBytes == CGRT_MLA_T64_FP8WS_SMEM, "the kernel table passes CGRT_MLA_T64_FP8WS_SMEM");
+static_assert(kWsBytes <= 227 * 1024, "one CTA per SM");
+// Registers per thread after setmaxnreg: the sum over the warpgroups must stay within the
+// launch's allocation (168 x 384 with __launch_bounds__(384, 1)), else the consumer's
+// increase never completes.
+constexpr int kWsConsumerRegs = 232, kWsProducerRegs = 136;
+static_assert(kWsConsumerRegs + 2 * kWsProducerRegs <= 3 * 168, "register file of one CTA of 384 threads");
+constexpr int kBarC = 1;     // the consumer warpgroup (t64_softmax, t64_finish)
+constexpr int kBarFull = 2;  // + b: f16 buffer b holds its next tile (producer b arrives)
+constexpr int kBarEmpty = 4; // + b: the consumer is done with f16 buffer b (consumer arrives)
+
+// 16 bytes of global memory (L2 only, as cp.async.cg), or 0 without a read where !ok.
+__device__ __forceinline__ uint4 ld_cg16(const void *p, bool ok) {
+  uint4 v;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\nmov.b32 %3, 0;\n"
+      "@p ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+      : "=&r"(v.x), "=&r"(v.y), "=&r"(v.z), "=&r"(v.w)
+      : "l"(p), "r"((int)ok));
+  return v;
+}
+
+__device__ __forceinline__ void split_t64_fp8_ws(CGRT_WG_PARAMS) {
+  (void)mk; // 0: one row per "row"
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
+  unsigned char *sm = smem_raw + shift;
+  const uint32_t s_q = smem_addr(sm);
+  const uint32_t s_tile = s_q + kWsOffTile;
+  const uint32_t s_p = s_q + kWsOffP;
+  float *s_stage = reinterpret_cast<float *>(sm + kWsOffTile);
+  float *s_merge = reinterpret_cast<float *>(sm + kWsOffTile + kOStageBytes);
+  float *s_red = reinterpret_cast<float *>(sm + kWsOffSmall); // [16][4]
+  int *s_meta = reinterpret_cast<int *>(s_red + 64);           // 2 kWsThreads + 2
+  int *s_wsum = s_meta + 2 * kWsThreads + 2;                   // kWsThreads / 32
+  int *s_last = s_wsum + kWsThreads / 32;
+  float *s_qinv = reinterpret_cast<float *>(s_last + 1); // [16]
+
+  if (!t64_early<0>(causal, seq_lens)) cgrt_mla::pdl_wait();
+
+  // The warpgroup through a shuffle: warp-uniform for ptxas (no divergent wgmma paths).
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int lane = tid & 31, warp = (tid >> 5) & 3, t4 = lane & 3;
+  const int h_begin = blockIdx.x * hg;
+  const int h_end = min(h_begin + hg, qh);
+  const int nh = h_end - h_begin; // 1..16
+  const int ps_shift = __ffs(ps) - 1;
+  const unsigned char *kv8 = reinterpret_cast<const unsigned char *>(kv);
+  // Producer roles: token row ptok of the tile, pieces 2 k + ph of the row. Pair q =
+  // (tid & 127) >> 1 takes token q with bits 1 and 2 swapped: the 8 threads of a
+  // shared-memory store phase hold tokens {0, 1, 4, 5} (or {2, 3, 6, 7}) + 8 j, whose
+  // chunks (2 ph [+ 4]) ^ (token & 7) are 8 distinct 16-byte bank groups.
+  const int pq = (tid & 127) >> 1, ph = tid & 1;
+  const int ptok = (pq & ~6) | ((pq & 2) << 1) | ((pq & 4) >> 1);
+
+  // Each role walks the same segments (t64_walk, the same data: every thread meets the
+  // CTA's barriers in the same order), with its own registers (setmaxnreg; sm_90a).
+  if (wg == 0) {
+    // ---- Consumer.
+#if CGRT_WG_HAS_WGMMA
+    setmaxnreg_inc<kWsConsumerRegs>();
+#endif
+    auto entries = [](const int *, int, int, int &pg) { pg = 0; }; // the producers read them
+    auto segment = [&](int r, int tb0, int stride, int tend, int /*len*/, int n, int pf, int nsplit, int, int, int,
+                       int) {
+      const int crow = tid >> 3, cch = tid & 7, gq = lane >> 2, ta = 16 * warp + gq;
+      const float sl2 = scale * kv_scale * 1.4426950408889634f;
+      {
+        // Q of the head group (rows past nh zero), scaled into f16 in place as in
+        // split_t64_fp8 above (each thread its own chunks), then visible to the products.
+        const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
+        const bool ok = crow < nh;
+#pragma unroll
+        for (int cb = 0; cb < 9; cb++)
+          cp_async16(s_q + cb * kQ16 + swz(crow, cch), ok ? qr + (long long)crow * D + cb * 64 + cch * 8 : q,
+                     ok ? 16 : 0);
+        cp_commit();
+        cp_wait<0>();
+        uint4 v[9];
+        float mx = 0.f;
+#pragma unroll
+        for (int cb = 0; cb < 9; cb++) {
+          v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
+          const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127;
+        ex = mx > 0.f ? max(ex, -112) : 14;
+        const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
+        if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
+#pragma unroll
+        for (int cb = 0; cb < 9; cb++) {
+          const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+          uint32_t h[4];
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
+            h[e] = *reinterpret_cast<const uint32_t *>(&t);
+          }
+          st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
+        }
+        fence_proxy_async();
+        cgrt_mla::sync_threads<NT, kBarC>(); // Q and s_qinv complete
+      }
+      float o[8][8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[i][j] = 0.f;
+      float m[4], l[4];
+#pragma unroll
+      for (int h = 0; h < 4; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.f;
+      }
+      for (int it = 0; it < n; it++) {
+        const uint32_t tile = s_tile + (it & 1) * kTile;
+        auto kb = [&](int cb) -> uint32_t { return tile + cb * kCB; };
+        bar_named(kBarFull + (it & 1), 2 * NT); // tile it in f16 buffer it & 1
+        float s[8];
+        qk_issue(s, kb, s_q);
+        const int tk = tb0 + stride * it + ta;
+        const bool va = tk < tend, vb = tk + 8 < tend;
+        t64_qk_wait(s);
+        t64_softmax<false, kBarC>(s, m, l, o, [&](int, int, int b) { return b ? vb : va; },
+                                  [&](int j, int e) { return sl2 * s_qinv[8 * j + 2 * t4 + e]; },
+                                  [](uint32_t a, float v) { st_shared_f16(a, v); }, s_red, s_p);
+        fence_proxy_async();
+        cgrt_mla::sync_threads<NT, kBarC>(); // P^T complete
+        t64_pv_issue(o, kb, s_p);
+        t64_pv_wait(o);
+        bar_named(kBarEmpty + (it & 1), 2 * NT); // tile it's buffer free for tile it + 2
+      }
+      t64_finish<false, kBarC>(o, m, l, kv_scale, s_red, s_stage, s_merge, s_last, out, lse, part_o, part_lse,
+                               counters, r, qh, h_begin, nh, pf, nsplit);
+      __syncthreads(); // the staging and the merge buffers (over the f16 tiles) are read
+    };
+    t64_walk<0, int, kWsThreads>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl,
+                                 seq_lens, cap, min_tiles, causal, s_meta, s_wsum);
+  } else {
+    // ---- Producer b = wg - 1: tiles b, b + 2, ... of each segment into f16 buffer b.
+#if CGRT_WG_HAS_WGMMA
+    setmaxnreg_dec<kWsProducerRegs>();
+#endif
+    // The block-table entry of this thread's token row of the tile at token tb (0 at or
+    // past bound).
+    auto entries = [&](const int *btr, int tb, int bound, int &pg) {
+      const int tok = tb + ptok;
+      pg = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
+    };
+    auto segment = [&](int r, int tb0, int stride, int tend, int /*len*/, int n, int, int, int pg0, int pg1, int pg2,
+                       int pg3) {
+      const int *btr = bt + (long long)(r / bl) * mbps;
+      const int b = wg - 1;
+      const uint32_t row = s_tile + b * kTile + ptok * 128;
+      const uint32_t x0 = (uint32_t)(((2 * ph) ^ (ptok & 7)) << 4), x1 = (uint32_t)(((2 * ph + 1) ^ (ptok & 7)) << 4);
+      uint4 v[18];
+      // Tile i's 18 pieces of this thread's token row (page entry pg) into v.
+      auto load = [&](int i, int pg) {
+        const int tk = tb0 + stride * i + ptok;
+        const bool ok = tk < tend;
+        const unsigned char *src = kv8 + ((long long)pg * ps + (tk & (ps - 1))) * D + 16 * ph;
+#pragma unroll
+        for (int k = 0; k < 18; k++) v[k] = ld_cg16(src + 32 * k, ok);
+      };
+      // v widened into buffer b: piece k = values 16 (2 k + ph) .. + 15 of the row, column
+      // block k / 2, chunks 4 (k & 1) + 2 ph and + 1.
+      auto store = [&]() {
+#pragma unroll
+        for (int k = 0; k < 18; k++) {
+          uint32_t w[8];
+          e4m3x4_to_f16x4(v[k].x, w[0], w[1]);
+          e4m3x4_to_f16x4(v[k].y, w[2], w[3]);
+          e4m3x4_to_f16x4(v[k].z, w[4], w[5]);
+          e4m3x4_to_f16x4(v[k].w, w[6], w[7]);
+          const uint32_t a = row + (k >> 1) * kCB, f = (k & 1) ? 64u : 0u;
+          st_shared_v4(a + (x0 ^ f), w[0], w[1], w[2], w[3]);
+          st_shared_v4(a + (x1 ^ f), w[4], w[5], w[6], w[7]);
+        }
+      };
+      int pn = b ? pg3 : pg2; // entry of this producer's next tile
+      if (b < n) load(b, b ? pg1 : pg0);
+      for (int i = b; i < n; i += 2) {
+        const int t4k = tb0 + stride * (i + 4) + ptok; // the entry of tile i + 4, a step ahead
+        const int pc = t4k < tend ? __ldg(btr + (t4k >> ps_shift)) : 0;
+        if (i >= 2) bar_named(kBarEmpty + b, 2 * NT); // the consumer is done with tile i - 2
+        store();
+        fence_proxy_async();
+        if (i + 2 < n) load(i + 2, pn); // in flight from here to the store after the next wait
+        pn = pc;
+        bar_named(kBarFull + b, 2 * NT);
+      }
+      if (b < n) bar_named(kBarEmpty + b, 2 * NT); // the release of its last tile
+      __syncthreads(); // the consumer's end of the segment (its staging over the f16 tiles)
+    };
+    t64_walk<0, int, kWsThreads>(entries, segment, bt, meta, out, lse, rows, qh, h_begin, h_end, P, mbps, bl,
+                                 seq_lens, cap, min_tiles, causal, s_meta, s_wsum);
+  }
+}
+#endif
+
 } // namespace
 
 // Up to 16 query heads per CTA over an FP8 e4m3 cache: steps of any number of rows.
-extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
+#if CGRT_MLA_FP8WS
+// The experimental warp-specialised build (split_t64_fp8_ws above).
+extern "C" __global__ void __launch_bounds__(CGRT_MLA_T64_FP8_THREADS, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
+  split_t64_fp8_ws(CGRT_WG_ARGS);
+}
+#else
+extern "C" __global__ void __launch_bounds__(CGRT_MLA_T64_FP8_THREADS, 1) cgrt_mla_split_t64_fp8(CGRT_WG_PARAMS) {
   split_t64_fp8<0>(CGRT_WG_ARGS);
 }
+#endif
 // Steps of one row (ROW1 above).
 extern "C" __global__ void __launch_bounds__(128, 1) cgrt_mla_split_t64_row1_fp8(CGRT_WG_PARAMS) {
   split_t64_fp8<1>(CGRT_WG_ARGS);

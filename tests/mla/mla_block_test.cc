@@ -41,8 +41,9 @@ class MlaBlock : public Harness {
     const int shared = expect_shared(c.block_len, q);
     EXPECT_EQ(last_info_.kv_shared, shared) << what;
     if (shared) {
-      const std::string k = std::string(c.block_len * q <= 32 ? "cgrt_mla_split_t64_n32" : "cgrt_mla_split_m64_ws") +
-                            (c.causal ? "_causal" : "");
+      const std::string k = c.block_len * q <= 32 ? std::string("cgrt_mla_split_t64_n32") + (c.causal ? "_causal" : "")
+                            : c.causal                ? kSplit64Causal
+                                                      : kSplit64;
       EXPECT_EQ(std::string(last_info_.split_kernel), k) << what;
       EXPECT_EQ(last_info_.heads_per_cta, std::min(64, c.block_len * q)) << what;
     }

@@ -64,6 +64,16 @@ struct Case {
 // The rows of kernels/mla/kernel_table.h.
 const cgrt__mla_kernel kTable[] = {CGRT__MLA_KERNELS(CGRT__MLA_KERNEL_ROW)};
 
+// The split kernels of 33..64 query rows per CTA: the experimental t64 ones in the build
+// --define=cgrt_mla_n64=1 (kernels/mla/kernel_table.h), else the warp-specialised ones.
+#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
+const char *const kSplit64 = "cgrt_mla_split_t64_n64";
+const char *const kSplit64Causal = "cgrt_mla_split_t64_n64_causal";
+#else
+const char *const kSplit64 = "cgrt_mla_split_m64_ws";
+const char *const kSplit64Causal = "cgrt_mla_split_m64_ws_causal";
+#endif
+
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
 // CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
 // case through the public API, compares it with an fp32 host reference and records the

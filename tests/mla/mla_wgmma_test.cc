@@ -11,7 +11,7 @@ using namespace mla_test;
 
 class MlaWgmma : public SplitHarness {
  protected:
-  void SetUp() override { start("cgrt_mla_split_m64_ws"); }
+  void SetUp() override { start(kSplit64); }  // t64_n64 with --define=cgrt_mla_n64=1
   unsigned case_seed(const Case &c) const override {
     return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -104,7 +104,7 @@ TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
     const bool m64 = info.heads_per_cta > 32;
-    EXPECT_EQ(std::string(info.split_kernel) == "cgrt_mla_split_m64_ws", m64) << h << ": " << info.split_kernel;
+    EXPECT_EQ(std::string(info.split_kernel) == kSplit64, m64) << h << ": " << info.split_kernel;
     cgrt_mla_plan_destroy(p);
   }
 }
