@@ -73,6 +73,40 @@ __device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t &lo, uint32
   lo = *reinterpret_cast<const uint32_t *>(&a);
   hi = *reinterpret_cast<const uint32_t *>(&b);
 }
+// Q of a head row (landed in shared memory: this thread's 9 chunks of row crow) to f16
+// in place, times 2^(14 - e) with 2^e <= max |q| of the head < 2^(e + 1) (the 8 threads of
+// a head row are 8 consecutive lanes), so that every value stays in f16 range; s_qinv[crow]
+// = 2^(e - 14) scales S back.
+__device__ __forceinline__ void q_to_f16(uint32_t s_q, int crow, int cch, float *s_qinv) {
+  uint4 v[9];
+  float mx = 0.f;
+#pragma unroll
+  for (int cb = 0; cb < 9; cb++) {
+    v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
+    const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+  int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127; // floor(log2 max) (max > 0 normal)
+  ex = mx > 0.f ? max(ex, -112) : 14; // all zero (a padding head): 1; sc, 1 / sc normal
+  const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
+  if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
+#pragma unroll
+  for (int cb = 0; cb < 9; cb++) {
+    const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
+    uint32_t h[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
+      h[e] = *reinterpret_cast<const uint32_t *>(&t);
+    }
+    st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
+  }
+}
 __device__ __forceinline__ void st_shared_f16(uint32_t addr, float v) {
   const __half h = __float2half_rn(v);
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&h)) : "memory");
@@ -284,40 +318,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
     issue(4, pg1);
     cp_wait<4>();
     widen(0);
-    {
-      // Q (landed: this thread's 9 chunks of head row crow) to f16 in place, times
-      // 2^(14 - e) with 2^e <= max |q| of the head < 2^(e + 1) (the 8 threads of a head
-      // row are 8 consecutive lanes), so that every value stays in f16 range; s_qinv[head]
-      // = 2^(e - 14) scales S back.
-      uint4 v[9];
-      float mx = 0.f;
-#pragma unroll
-      for (int cb = 0; cb < 9; cb++) {
-        v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
-        const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-      int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127; // floor(log2 max) (max > 0 normal)
-      ex = mx > 0.f ? max(ex, -112) : 14; // all zero (a padding head): 1; sc, 1 / sc normal
-      const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
-      if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
-#pragma unroll
-      for (int cb = 0; cb < 9; cb++) {
-        const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-        uint32_t h[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
-          h[e] = *reinterpret_cast<const uint32_t *>(&t);
-        }
-        st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
-      }
-    }
+    q_to_f16(s_q, crow, cch, s_qinv); // Q landed: this thread's chunks
     issue(5, pg1);
     cp_wait<4>();
     widen(1);
@@ -515,8 +516,8 @@ __device__ __forceinline__ void split_t64_fp8_ws(CGRT_WG_PARAMS) {
       const int crow = tid >> 3, cch = tid & 7, gq = lane >> 2, ta = 16 * warp + gq;
       const float sl2 = scale * kv_scale * 1.4426950408889634f;
       {
-        // Q of the head group (rows past nh zero), scaled into f16 in place as in
-        // split_t64_fp8 above (each thread its own chunks), then visible to the products.
+        // Q of the head group (rows past nh zero), scaled into f16 in place (q_to_f16: each
+        // thread its own chunks), then visible to the products.
         const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
         const bool ok = crow < nh;
 #pragma unroll
@@ -525,34 +526,7 @@ __device__ __forceinline__ void split_t64_fp8_ws(CGRT_WG_PARAMS) {
                      ok ? 16 : 0);
         cp_commit();
         cp_wait<0>();
-        uint4 v[9];
-        float mx = 0.f;
-#pragma unroll
-        for (int cb = 0; cb < 9; cb++) {
-          v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
-          const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-#pragma unroll
-          for (int e = 0; e < 4; e++)
-            mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-        int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127;
-        ex = mx > 0.f ? max(ex, -112) : 14;
-        const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
-        if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
-#pragma unroll
-        for (int cb = 0; cb < 9; cb++) {
-          const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-          uint32_t h[4];
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
-            h[e] = *reinterpret_cast<const uint32_t *>(&t);
-          }
-          st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
-        }
+        q_to_f16(s_q, crow, cch, s_qinv);
         fence_proxy_async();
         cgrt_mla::sync_threads<NT, kBarC>(); // Q and s_qinv complete
       }
