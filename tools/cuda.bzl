@@ -49,10 +49,6 @@ def _cuda_fatbin_impl(ctx):
     # (kernels/mla/common.h); kernels/mla/BUILD gives its C libraries the same define.
     if ctx.var.get("cgrt_mla_fp8ws", "0") == "1":
         gencodes += " -DCGRT_MLA_FP8WS=1"
-    # --define=cgrt_mla_n64=1: the experimental cgrt_mla_split_t64_n64 rows of
-    # kernels/mla/kernel_table.h; kernels/mla/BUILD gives its C libraries the same define.
-    if ctx.var.get("cgrt_mla_n64", "0") == "1":
-        gencodes += " -DCGRT_MLA_N64=1"
     sym = ctx.attr.symbol
     fatbins = []
     lines = [

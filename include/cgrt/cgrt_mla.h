@@ -165,7 +165,9 @@ typedef struct cgrt_mla_plan_info {
   const char *split_kernel;  /* the split kernel of steps of more than one row, e.g.
                               * "cgrt_mla_split_t64" (<= 16 heads per CTA; with an FP8
                               * cache "cgrt_mla_split_t64_fp8"), "cgrt_mla_split_t64_n32"
-                              * (17..32) or "cgrt_mla_split_m64_ws" (static string) */
+                              * (17..32), "cgrt_mla_split_t64_n64" (33..64 in one head
+                              * group) or "cgrt_mla_split_m64_ws" (33..64 in two or more
+                              * head groups: 128 heads) (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
                                * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 32
                                * heads per CTA (17..32: in CTAs of 16 heads) unless combine

@@ -20,11 +20,9 @@
 #define CGRT_MLA_T64_N32_SMEM 215580
 #define CGRT_MLA_T64_FP8_SMEM 231772
 #define CGRT_MLA_M64_WS_SMEM 226956
-/* The experimental cgrt_mla_split_t64_n64 / _n64_causal (kernels/mla/split_t64_n64.cu;
- * table rows only with CGRT_MLA_N64=1: the build --define=cgrt_mla_n64=1, which gives nvcc
- * (tools/cuda.bzl) and the C code of kernels/mla/BUILD's libraries the same define): 1 KB
- * alignment slack + Q of 64 rows + a ring of two 64-token tiles (P^T in their rope blocks)
- * + small arrays with the fused schedule of 256 rows. */
+/* cgrt_mla_split_t64_n64 / _n64_causal (kernels/mla/split_t64_n64.cu): 1 KB alignment
+ * slack + Q of 64 rows + a ring of two 64-token tiles (P^T in their rope blocks) + small
+ * arrays with the fused schedule of 256 rows. */
 #define CGRT_MLA_T64_N64_SMEM 225584
 
 /* The experimental warp-specialised cgrt_mla_split_t64_fp8 (CGRT_MLA_FP8WS=1: the build

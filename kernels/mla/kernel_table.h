@@ -6,7 +6,7 @@
  * its source in a .cu file of kernels/mla/, and its reference in kernels/mla/ref.c.
  * Plain C.
  *
- * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, early, kv, ref)
+ * X(name, role, threads, smem, ctas_per_sm, hg_min, hg_max, g_max, pages, aligned, early, kv, ref)
  *   name         the kernel's symbol (extern "C")
  *   role         CGRT__MLA_SCHEDULE, CGRT__MLA_SPLIT (steps of any number of rows),
  *                CGRT__MLA_SPLIT_ONE_ROW (steps of one row: the plan prefers it there
@@ -20,6 +20,10 @@
  *   ctas_per_sm  CTAs per SM at that shared memory; split roles: the ranges P of a step
  *                are SMs x ctas_per_sm / head groups (one wave)
  *   hg_min, hg_max  query heads per CTA the kernel takes (split roles; 0 otherwise)
+ *   g_max        most head groups per request (CTAs that read the same KV tiles) the plan
+ *                picks it for; 0: any. The token-major 64-row kernels take a request's
+ *                rows in one CTA only: where two CTAs share each tile (128 heads) the
+ *                warp-specialised kernel's products are faster (docs/mla_decode.md)
  *   pages        page sizes it takes: a mask of CGRT__MLA_PAGE_16 / _32 / _64
  *   aligned      1: the plan asks the schedule for row-aligned ranges (min_tiles
  *                negated; see CGRT_MLA_ALIGN_MAX_TILES), where that was measured faster
@@ -54,45 +58,32 @@ typedef enum cgrt__mla_role {
 #define CGRT__MLA_KV_BF16 0
 #define CGRT__MLA_KV_FP8 1
 
-/* The experimental 64-row t64 kernels (kernels/mla/split_t64_n64.cu): rows only in the
- * build --define=cgrt_mla_n64=1 (CGRT_MLA_N64=1), ahead of cgrt_mla_split_m64_ws so that
- * the plan picks them for 33..64 query rows per CTA. The fatbin carries the kernels in
- * every build (tests/mla/mla_kernel_table_test.cc knows). */
-/* clang-format off */
-#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
-#define CGRT__MLA_N64_ROWS(X)                                                                                                                           \
-  X(cgrt_mla_split_t64_n64,      CGRT__MLA_SPLIT,          256, CGRT_MLA_T64_N64_SMEM,   1, 33, 64, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_t64_n64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_T64_N64_SMEM, 1, 33, 64, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)
-#else
-#define CGRT__MLA_N64_ROWS(X)
-#endif
-/* clang-format on */
-
 /* clang-format off */
 #define CGRT__MLA_KERNELS(X)                                                                                                                            \
-  X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
-  X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_BF16, split_row1_ref)      \
-  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT, CGRT_MLA_T64_FP8_THREADS, CGRT_MLA_T64_FP8_SPLIT_SMEM, 1, 1, 16, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref) \
-  X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
-  X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
-  CGRT__MLA_N64_ROWS(X)                                                                                                                                 \
-  X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)           \
-  X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)        \
-  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, combine_ref)         \
-  X(cgrt_mla_vproj,              CGRT__MLA_VPROJ,          128, CGRT_MLA_VPROJ_SMEM,     1,  0,  0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, vproj_ref)
+  X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
+  X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, 0, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_BF16, split_row1_ref)      \
+  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT, CGRT_MLA_T64_FP8_THREADS, CGRT_MLA_T64_FP8_SPLIT_SMEM, 1, 1, 16, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref) \
+  X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, 0, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
+  X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
+  X(cgrt_mla_split_t64_n64,      CGRT__MLA_SPLIT,          256, CGRT_MLA_T64_N64_SMEM,   1, 33, 64, 1, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_t64_n64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_T64_N64_SMEM, 1, 33, 64, 1, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
+  X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)           \
+  X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)        \
+  X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, combine_ref)         \
+  X(cgrt_mla_vproj,              CGRT__MLA_VPROJ,          128, CGRT_MLA_VPROJ_SMEM,     1,  0,  0, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, vproj_ref)
 /* clang-format on */
 
 /* One row of the table as data (kernels/mla/plan.c and tests/mla). */
 typedef struct cgrt__mla_kernel {
   const char *name;
   cgrt__mla_role role;
-  int threads, smem, ctas_per_sm, hg_min, hg_max, pages, aligned, early, kv;
+  int threads, smem, ctas_per_sm, hg_min, hg_max, g_max, pages, aligned, early, kv;
 } cgrt__mla_kernel;
 
-#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv, ref) \
-  {#name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv},
+#define CGRT__MLA_KERNEL_ROW(name, role, threads, smem, ctas, hg_min, hg_max, g_max, pages, aligned, early, kv, ref) \
+  {#name, role, threads, smem, ctas, hg_min, hg_max, g_max, pages, aligned, early, kv},
 
 /* The mask bit of a page size (0 for other sizes). */
 static inline int cgrt__mla_page_bit(int page_size) {

@@ -139,7 +139,7 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
   return CGRT_SUCCESS;
 }
 
-static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, int kv);
+static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int groups, int page_size, int kv);
 
 /* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32 (16 where the table
  * has no split kernel of 32 heads per CTA for the cache's dtype: FP8), else 64; the fast
@@ -149,7 +149,7 @@ static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, 
 static void head_rule(cgrt_mla_plan *p) {
   const int q = p->q_heads;
   const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
-  const int t32 = pick(CGRT__MLA_SPLIT, 32, p->o.page_size, kv) ? 32 : 16;
+  const int t32 = pick(CGRT__MLA_SPLIT, 32, 1, p->o.page_size, kv) ? 32 : 16;
   p->tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? t32 : 64));
   const int t = q < p->tile ? q : p->tile;
   p->fast = q % t == 0;
@@ -160,15 +160,16 @@ static void head_rule(cgrt_mla_plan *p) {
   p->mk = 0;
 }
 
-/* The first kernel of the table with this role that takes hg heads per CTA, the page
- * size and (split roles) the KV dtype kv (CGRT__MLA_KV_*); NULL if none does. */
-static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int page_size, int kv) {
+/* The first kernel of the table with this role that takes hg heads per CTA in `groups`
+ * head groups per request (its g_max), the page size and (split roles) the KV dtype kv
+ * (CGRT__MLA_KV_*); NULL if none does. */
+static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int groups, int page_size, int kv) {
   for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0]; i++) {
     const cgrt__mla_kernel *k = &g_kernels[i];
     const int split = role == CGRT__MLA_SPLIT || role == CGRT__MLA_SPLIT_ONE_ROW ||
                       role == CGRT__MLA_SPLIT_CAUSAL_BLOCK;
     if (k->role == role && (k->pages & cgrt__mla_page_bit(page_size)) &&
-        (!split || (hg >= k->hg_min && hg <= k->hg_max && k->kv == kv)))
+        (!split || (hg >= k->hg_min && hg <= k->hg_max && (!k->g_max || groups <= k->g_max) && k->kv == kv)))
       return k;
   }
   return NULL;
@@ -188,7 +189,8 @@ static void block_rule(cgrt_mla_plan *p) {
   const long long groups = (kh + 63) / 64;
   const long long reads = (long long)k * p->groups; /* per request, the rows apart */
   if (kh < CGRT_MLA_SHARE_MIN_ROWS || groups >= reads) return;
-  if (p->o.causal && !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), p->o.page_size, CGRT__MLA_KV_BF16))
+  if (p->o.causal &&
+      !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), (int)groups, p->o.page_size, CGRT__MLA_KV_BF16))
     return;
   p->unit = k;
   p->kh = (int)kh;
@@ -228,13 +230,13 @@ static cgrt_status load(cgrt_mla_plan *p, const cgrt__mla_kernel *k, int groups,
 static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const int ps = p->o.page_size;
   const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
-  const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, ps, kv);
+  const cgrt__mla_kernel *split = pick(p->mk ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, p->hg, p->groups, ps, kv);
   /* One-row steps have block_len 1: never a block's rows together. */
   p->hg1 = p->unit == 1 && p->hg > 16 && p->hg <= 32 ? 16 : p->hg;
   p->groups1 = (p->kh + p->hg1 - 1) / p->hg1;
   const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
-                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg1, ps, kv);
-  const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, ps, 0);
+                                        ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg1, p->groups1, ps, kv);
+  const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, 0, ps, 0);
   if (!split && kv == CGRT__MLA_KV_FP8)
     return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
                       "cgrt_mla_plan_create: an FP8 e4m3 KV cache takes at most 16 query heads per "
@@ -246,7 +248,7 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
                       "cgrt_mla_plan_create: no kernel of kernels/mla/kernel_table.h takes %d heads "
                       "per CTA with page size %d", p->hg, ps);
   cgrt_status st;
-  const cgrt__mla_kernel *split1 = p->hg1 != p->hg ? pick(CGRT__MLA_SPLIT, p->hg1, ps, kv) : split;
+  const cgrt__mla_kernel *split1 = p->hg1 != p->hg ? pick(CGRT__MLA_SPLIT, p->hg1, p->groups1, ps, kv) : split;
   if (!split1) return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_mla_plan_create: no split kernel of %d heads per CTA", p->hg1);
   if ((st = load(p, split, p->groups, &p->split)) ||
       (one_row && (st = load(p, one_row, p->groups1, &p->one_row))) ||
@@ -254,7 +256,7 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
       (st = load(p, sched, p->groups, &p->sched)) || (st = load(p, comb, p->groups, &p->comb)))
     return st;
   if (p->o.v_head_dim > 0) {
-    const cgrt__mla_kernel *vp = pick(CGRT__MLA_VPROJ, 0, ps, 0);
+    const cgrt__mla_kernel *vp = pick(CGRT__MLA_VPROJ, 0, 0, ps, 0);
     if (!vp) return cgrt__fail(CGRT_ERROR_INTERNAL, "cgrt_mla_plan_create: no value projection kernel");
     if ((st = load(p, vp, 1, &p->vproj))) return st;
   }

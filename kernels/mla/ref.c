@@ -336,7 +336,7 @@ static void vproj_ref(const cgrt__ref_launch *l, const unsigned char *p, const s
 #define PARAMS_OF_CGRT__MLA_SPLIT_CAUSAL_BLOCK PARAMS_OF_CGRT__MLA_SPLIT
 #define PARAMS_OF_CGRT__MLA_COMBINE 7, {8, 8, 8, 8, 8, 4, 4}
 #define PARAMS_OF_CGRT__MLA_VPROJ 6, {8, 8, 8, 4, 4, 4}
-#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, pages, aligned, early, kv, ref) \
+#define REF_ENTRY(name, role, threads, smem, ctas, hg_min, hg_max, g_max, pages, aligned, early, kv, ref) \
   {#name, PARAMS_OF_##role, ref},
 
 const cgrt__ref_kernel cgrt__ref_table_mla[] = {CGRT__MLA_KERNELS(REF_ENTRY){0}};

@@ -1,8 +1,9 @@
 // MLA decode split kernels for 33..64 query rows per CTA, token-major on wgmma (sm_90a):
 // cgrt_mla_split_t64_n64, and cgrt_mla_split_t64_n64_causal for causal blocks whose rows
-// run together (MK, as cgrt_mla_split_t64_n32_causal). Experimental: the kernel table
-// lists them only in the build --define=cgrt_mla_n64=1 (CGRT_MLA_N64, kernels/mla/
-// kernel_table.h); the fatbin carries them in every build. Same parameters, schedule,
+// run together (MK, as cgrt_mla_split_t64_n32_causal). The plan picks them where one CTA
+// holds all of a request's query rows (33..64 rows, one head group: the table's g_max 1,
+// kernels/mla/kernel_table.h); with two or more head groups per request (128 heads) the
+// warp-specialised kernels (kernels/mla/split_m64_ws.cu) are faster. Same parameters, schedule,
 // ranges and partial slots as every split kernel (kernels/mla/split.cuh), so the
 // schedule and combine kernels and the C reference split_ref (kernels/mla/ref.c) serve
 // them; under the counters strategy the last CTA of a row merges with combine_heads.
@@ -320,8 +321,8 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
 
 } // namespace
 
-// 33 to 64 query rows per CTA: steps of any number of rows (the plan picks it under
-// CGRT_MLA_N64 only), and causal verify blocks whose rows run together (MK above).
+// 33 to 64 query rows per CTA, one head group per request: steps of any number of rows,
+// and causal verify blocks whose rows run together (MK above).
 extern "C" __global__ void __launch_bounds__(256, 1) cgrt_mla_split_t64_n64(CGRT_WG_PARAMS) {
   split_t64_n64<false>(CGRT_WG_ARGS);
 }

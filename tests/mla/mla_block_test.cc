@@ -42,8 +42,7 @@ class MlaBlock : public Harness {
     EXPECT_EQ(last_info_.kv_shared, shared) << what;
     if (shared) {
       const std::string k = c.block_len * q <= 32 ? std::string("cgrt_mla_split_t64_n32") + (c.causal ? "_causal" : "")
-                            : c.causal                ? kSplit64Causal
-                                                      : kSplit64;
+                                                  : split64_for((c.block_len * q + 63) / 64, c.causal);
       EXPECT_EQ(std::string(last_info_.split_kernel), k) << what;
       EXPECT_EQ(last_info_.heads_per_cta, std::min(64, c.block_len * q)) << what;
     }

@@ -64,15 +64,17 @@ struct Case {
 // The rows of kernels/mla/kernel_table.h.
 const cgrt__mla_kernel kTable[] = {CGRT__MLA_KERNELS(CGRT__MLA_KERNEL_ROW)};
 
-// The split kernels of 33..64 query rows per CTA: the experimental t64 ones in the build
-// --define=cgrt_mla_n64=1 (kernels/mla/kernel_table.h), else the warp-specialised ones.
-#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
+// The split kernels of 33..64 query rows per CTA (kernels/mla/kernel_table.h, g_max): the
+// token-major t64_n64 ones where one CTA holds all of a request's query rows (one head
+// group), the warp-specialised m64_ws ones where a request's rows span two or more groups
+// (128 heads, 16 heads x k 8).
 const char *const kSplit64 = "cgrt_mla_split_t64_n64";
 const char *const kSplit64Causal = "cgrt_mla_split_t64_n64_causal";
-#else
-const char *const kSplit64 = "cgrt_mla_split_m64_ws";
-const char *const kSplit64Causal = "cgrt_mla_split_m64_ws_causal";
-#endif
+const char *const kSplitWs = "cgrt_mla_split_m64_ws";
+const char *const kSplitWsCausal = "cgrt_mla_split_m64_ws_causal";
+inline const char *split64_for(int groups, bool causal) {
+  return groups > 1 ? (causal ? kSplitWsCausal : kSplitWs) : (causal ? kSplit64Causal : kSplit64);
+}
 
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
 // CGRT_DRIVER=cuda), device allocations freed at the end, and check(), which runs one
@@ -397,21 +399,24 @@ class Harness : public ::testing::Test {
 };
 
 // A Harness for one split kernel: every plan of its cases must report split kernel
-// expect_ (set by start()).
+// expect_ (set by start()), or expect_multi_ where the plan runs two or more head groups
+// per request and start() named one (the 64-row kernels: split64_for).
 class SplitHarness : public Harness {
  protected:
-  void start(const std::string &expect) {
+  void start(const std::string &expect, const std::string &expect_multi = "") {
     expect_ = expect;
+    expect_multi_ = expect_multi;
     Harness::SetUp();
   }
   void check_plan(cgrt_mla_plan *plan) override {
     cgrt_mla_plan_info info{};
     info.size = sizeof info;
     CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
-    EXPECT_EQ(std::string(info.split_kernel), expect_);
+    const bool multi = info.head_groups > 1 && !expect_multi_.empty();
+    EXPECT_EQ(std::string(info.split_kernel), multi ? expect_multi_ : expect_) << info.head_groups << " head groups";
   }
 
-  std::string expect_;
+  std::string expect_, expect_multi_;
 };
 
 }  // namespace mla_test

@@ -104,12 +104,6 @@ TEST(MlaKernelTable, FatbinShipsExactlyTheTable) {
     }
   }
   if (shipped.empty()) GTEST_SKIP() << "the fatbin has no sm_ image with MLA kernels (a compute_-only build)";
-#if !(defined(CGRT_MLA_N64) && CGRT_MLA_N64)
-  // The experimental kernels of kernels/mla/split_t64_n64.cu: in the fatbin of every
-  // build, rows of the table only with --define=cgrt_mla_n64=1.
-  EXPECT_EQ(shipped.erase("cgrt_mla_split_t64_n64"), 1u);
-  EXPECT_EQ(shipped.erase("cgrt_mla_split_t64_n64_causal"), 1u);
-#endif
   std::set<std::string> table;
   for (const cgrt__mla_kernel &k : kTable) table.insert(k.name);
   EXPECT_EQ(shipped, table);
@@ -130,43 +124,49 @@ TEST_F(MlaKernelTableRuns, EveryRowRunsAndMatchesTheReference) {
   for (const cgrt__mla_kernel &k : kTable)
     if (is_split(k)) max_threads = std::max(max_threads, k.threads);
   std::mt19937 rng(8);
-  // A split row that an earlier row of its role and dtype shadows for every head count
-  // of its range (the plan picks the first): cgrt_mla_split_m64_ws / _ws_causal in the
-  // build --define=cgrt_mla_n64=1 (the t64_n32 rows take 17..32, the t64_n64 rows
-  // 33..64); no step can launch it. No row of the default build is shadowed.
-  auto shadowed = [](const cgrt__mla_kernel &k, int ps) {
+  // A split row that earlier rows of its role and dtype shadow for every head count of
+  // its range and every number of head groups (the plan picks the first row that takes
+  // both, g_max): no step could launch it. No row is shadowed. groups_of(k): the head
+  // groups per request of the row's case below, 2 where an earlier row takes the row's
+  // largest head count in one group (cgrt_mla_split_m64_ws behind the t64_n64 rows).
+  auto takes = [](const cgrt__mla_kernel &e, const cgrt__mla_kernel &k, int hg, int groups, int ps) {
+    return e.role == k.role && e.kv == k.kv && (e.pages & cgrt__mla_page_bit(ps)) && hg >= e.hg_min &&
+           hg <= e.hg_max && (!e.g_max || groups <= e.g_max);
+  };
+  auto first_taker = [&](const cgrt__mla_kernel &k, int hg, int groups, int ps) -> const cgrt__mla_kernel * {
+    for (const cgrt__mla_kernel &e : kTable)
+      if (takes(e, k, hg, groups, ps)) return &e;
+    return nullptr;
+  };
+  auto shadowed = [&](const cgrt__mla_kernel &k, int ps) {
     if (!is_split(k)) return false;
     for (int hg = k.hg_min; hg <= k.hg_max; hg++)
-      for (const cgrt__mla_kernel &e : kTable) {
-        if (e.role == k.role && e.kv == k.kv && (e.pages & cgrt__mla_page_bit(ps)) && hg >= e.hg_min &&
-            hg <= e.hg_max) {
-          if (&e == &k) return false;
-          break;
-        }
-      }
+      for (int groups : {1, 2})
+        if (first_taker(k, hg, groups, ps) == &k) return false;
     return true;
+  };
+  auto groups_of = [&](const cgrt__mla_kernel &k, int ps) {
+    return is_split(k) && first_taker(k, k.hg_max, 1, ps) != &k ? 2 : 1;
   };
   for (const cgrt__mla_kernel &k : kTable)
     for (int ps : {16, 32, 64}) {
       if (!(k.pages & cgrt__mla_page_bit(ps))) continue;
       if (shadowed(k, ps)) {
-#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
-        EXPECT_EQ(std::string(k.name).rfind("cgrt_mla_split_m64_ws", 0), 0u) << k.name << " is shadowed";
-        continue;
-#else
         ADD_FAILURE() << k.name << ", page size " << ps << ": earlier rows take every head count of its range";
-#endif
+        continue;
       }
+      const int groups = groups_of(k, ps);
       const std::string what = std::string(k.name) + ", page size " + std::to_string(ps);
       SCOPED_TRACE(what);
       Case c;
       c.page_size = ps;
-      c.heads = is_split(k) ? k.hg_max : 16;
+      c.heads = is_split(k) ? k.hg_max * groups : 16;
       c.fp8 = k.kv == CGRT__MLA_KV_FP8;  // the FP8 rows: an e4m3 cache
       c.kv_scale = c.fp8 ? 0.6f : 1.f;
       if (k.role == CGRT__MLA_SPLIT_CAUSAL_BLOCK) {
-        // Causal verify blocks run together: hg_max query rows = 4 block rows x heads.
-        c.heads = k.hg_max / 4;
+        // Causal verify blocks run together: hg_max x groups query rows = 4 block rows x
+        // heads.
+        c.heads = k.hg_max * groups / 4;
         c.block_len = 4;
         c.causal = 1;
         c.reqs = 3;

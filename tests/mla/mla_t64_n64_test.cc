@@ -5,9 +5,9 @@
 // around the 64-token tiles and long, padding rows, rows past the kernel's 256 threads
 // (the schedule kernel), a KV cache past 2^31 elements (GPU), and a block's rows
 // together: 16 heads x k 4 (64 query rows), causal ones with per-row lengths.
-// Experimental: the plan picks these kernels only in the build --define=cgrt_mla_n64=1;
-// in the default build the same cases run on cgrt_mla_split_m64_ws / _ws_causal, which
-// the plan must pick there (kSplit64, tests/mla/mla_harness.h). On the emulation (CI) the
+// The plan picks these kernels for one head group per request; with two (128 heads) it
+// picks cgrt_mla_split_m64_ws, which those cases run on (split64_for, tests/mla/
+// mla_harness.h). On the emulation (CI) the
 // C reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the kernel
 // (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1). Every check launches 2-3 times
 // and compares the bits.
@@ -19,23 +19,19 @@ using namespace mla_test;
 
 class MlaT64N64 : public SplitHarness {
  protected:
-  void SetUp() override { start(kSplit64); }
+  void SetUp() override { start(kSplit64, kSplitWs); }
   unsigned case_seed(const Case &c) const override {
     return 6464u + c.heads * 17 + c.page_size + (int)c.combine + (int)c.lens.size() + c.block_len;
   }
 };
 
 TEST_F(MlaT64N64, ThePlanPicksIt) {
-#if defined(CGRT_MLA_N64) && CGRT_MLA_N64
-  EXPECT_STREQ(kSplit64, "cgrt_mla_split_t64_n64");
-#else
-  EXPECT_STREQ(kSplit64, "cgrt_mla_split_m64_ws");
-#endif
   for (int h : {48, 64, 128}) {
     cgrt_mla_plan_info info;
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
-    EXPECT_EQ(std::string(info.split_kernel), kSplit64) << h;
+    EXPECT_EQ(info.head_groups, h == 128 ? 2 : 1) << h;
+    EXPECT_EQ(std::string(info.split_kernel), h == 128 ? "cgrt_mla_split_m64_ws" : "cgrt_mla_split_t64_n64") << h;
     cgrt_mla_plan_destroy(p);
   }
 }
@@ -81,8 +77,9 @@ TEST_F(MlaT64N64, TileAndRangeEdges) {
     }
 }
 
-// Long rows split many ways, all-padding steps, 128 heads (two head groups), and more
-// rows than the kernel's 256 threads (the schedule kernel runs first).
+// Long rows split many ways, all-padding steps, 128 heads (two head groups: the plan
+// moves to m64_ws), and more rows than the kernel's 256 threads (the schedule kernel
+// runs first).
 TEST_F(MlaT64N64, LongRowsPaddingTwoGroupsRowsPastBlockSize) {
   std::mt19937 rng(19);
   for (cgrt_mla_combine cb : kBoth) {

@@ -344,7 +344,7 @@ TEST_F(Mla, PlanInfoHeadRuleAndWorkspace) {
     EXPECT_EQ(info.head_groups, (x.heads + x.per_cta - 1) / x.per_cta) << x.heads;
     // The split kernel is the table's for that many heads per CTA.
     ASSERT_NE(info.split_kernel, nullptr);
-    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 32   ? kSplit64
+    EXPECT_EQ(std::string(info.split_kernel), x.per_cta > 32   ? split64_for(info.head_groups, false)
                                               : x.per_cta > 16 ? "cgrt_mla_split_t64_n32"
                                                                : "cgrt_mla_split_t64")
         << x.heads;
@@ -398,7 +398,7 @@ TEST_F(Mla, AutoCombinePicksPerStep) {
     if (ri.sm_count == 132 && k == "cgrt_mla_split_t64" && heads == 16) {
       EXPECT_EQ(info.counters_min_rows, 14);
     }
-    if (ri.sm_count == 132 && k == kSplit64 && heads == 128) {
+    if (ri.sm_count == 132 && k == kSplitWs && heads == 128) {
       EXPECT_EQ(info.counters_min_rows, 27);
     }
     cgrt_mla_plan_destroy(p);

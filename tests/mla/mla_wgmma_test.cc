@@ -1,6 +1,7 @@
-// cgrt_mla_split_m64_ws (kernels/mla/split_m64_ws.cu): the 64-heads-per-CTA path
-// (48, 64, 128 query heads) through the public API against an fp32 host reference, with
-// both combine strategies. On the emulation (CI) the m64 C
+// The 64-heads-per-CTA path (48, 64, 128 query heads) through the public API against an
+// fp32 host reference, with both combine strategies: cgrt_mla_split_t64_n64
+// (kernels/mla/split_t64_n64.cu) for one head group per request, cgrt_mla_split_m64_ws
+// (kernels/mla/split_m64_ws.cu) for two (128 heads). On the emulation (CI) the C
 // reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the wgmma
 // kernel itself (or its mma.sync fallback under CUDA_FORCE_PTX_JIT=1).
 #include "tests/mla/mla_harness.h"
@@ -11,7 +12,7 @@ using namespace mla_test;
 
 class MlaWgmma : public SplitHarness {
  protected:
-  void SetUp() override { start(kSplit64); }  // t64_n64 with --define=cgrt_mla_n64=1
+  void SetUp() override { start(kSplit64, kSplitWs); }  // one head group: t64_n64, more: m64_ws
   unsigned case_seed(const Case &c) const override {
     return 777u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -104,7 +105,9 @@ TEST_F(MlaWgmma, OnlyTheM64PathTakesIt) {
     cgrt_mla_plan *p = plan_with_info(h, 8, CGRT_MLA_COMBINE_AUTO, &info);
     ASSERT_NE(p, nullptr) << h;
     const bool m64 = info.heads_per_cta > 32;
-    EXPECT_EQ(std::string(info.split_kernel) == kSplit64, m64) << h << ": " << info.split_kernel;
+    const std::string k = info.split_kernel;
+    EXPECT_EQ(k == kSplit64 || k == kSplitWs, m64) << h << ": " << k;
+    if (m64) EXPECT_EQ(k, split64_for(info.head_groups, false)) << h;
     cgrt_mla_plan_destroy(p);
   }
 }
