@@ -810,14 +810,20 @@ std::string read_nvidia_driver() {
   const bool got = std::fgets(line, sizeof line, f) != nullptr;
   std::fclose(f);
   if (!got) return "unknown";
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." or "... UNIX Open
+  // Kernel Module for x86_64  580.159.04 ...": the first token after "Kernel Module"
+  // that starts with a digit and holds a dot.
   const char *k = std::strstr(line, "Kernel Module");
   if (!k) return "unknown";
   k += std::strlen("Kernel Module");
-  while (*k == ' ' || *k == '\t') ++k;
-  std::string v;
-  while (*k && *k != ' ' && *k != '\t' && *k != '\n') v += *k++;
-  return v.empty() ? "unknown" : v;
+  while (*k) {
+    while (*k == ' ' || *k == '\t') ++k;
+    std::string v;
+    while (*k && *k != ' ' && *k != '\t' && *k != '\n') v += *k++;
+    if (!v.empty() && v[0] >= '0' && v[0] <= '9' && v.find('.') != std::string::npos) return v;
+    if (*k == '\n') break;
+  }
+  return "unknown";
 }
 
 std::string utc_now() {
