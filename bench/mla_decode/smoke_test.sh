@@ -22,7 +22,7 @@ assert kinds.count("workspace") == 4 and kinds.count("counters") == 4, kinds
 assert sum(k in ("auto:ws", "auto:cnt") for k in kinds) == 4, kinds
 blk = [r for r in rows if r["block_len"] == 4]
 assert len(blk) == 3 and all(r["causal"] == 1 and r["kv_shared"] == 1 for r in blk), blk
-assert all(r["split_kernel"] == "cgrt_mla_split_m64_ws_causal" for r in blk), blk
+assert all(r["split_kernel"] == "cgrt_mla_split_t64_n64_causal" for r in blk), blk  # one head group of 64 rows
 print("ok:", len(rows), "results")
 PY
 
