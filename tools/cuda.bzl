@@ -45,10 +45,6 @@ def _cuda_fatbin_impl(ctx):
     # --define=cgrt_mla_stamps=1: the diagnostic build of kernels/mla/stamps.cuh.
     if ctx.var.get("cgrt_mla_stamps", "0") == "1":
         gencodes += " -DCGRT_MLA_STAMPS=1"
-    # --define=cgrt_mla_fp8ws=1: the experimental warp-specialised cgrt_mla_split_t64_fp8
-    # (kernels/mla/common.h); kernels/mla/BUILD gives its C libraries the same define.
-    if ctx.var.get("cgrt_mla_fp8ws", "0") == "1":
-        gencodes += " -DCGRT_MLA_FP8WS=1"
     sym = ctx.attr.symbol
     fatbins = []
     lines = [

@@ -25,21 +25,6 @@
  * arrays with the fused schedule of 256 rows. */
 #define CGRT_MLA_T64_N64_SMEM 225584
 
-/* The experimental warp-specialised cgrt_mla_split_t64_fp8 (CGRT_MLA_FP8WS=1: the build
- * --define=cgrt_mla_fp8ws=1, which gives nvcc (tools/cuda.bzl) and the C code of
- * kernels/mla/BUILD's libraries the same define): 384 threads, 1 KB alignment slack + Q
- * + two f16 tiles + P^T (the merge buffers' span over the tiles and P^T) + small arrays
- * with the fused schedule of 384 rows. Elsewhere the kernel is the one warpgroup above;
- * cgrt_mla_split_t64_row1_fp8 is that one in both builds. */
-#define CGRT_MLA_T64_FP8WS_SMEM 187004
-#if defined(CGRT_MLA_FP8WS) && CGRT_MLA_FP8WS
-#define CGRT_MLA_T64_FP8_THREADS 384
-#define CGRT_MLA_T64_FP8_SPLIT_SMEM CGRT_MLA_T64_FP8WS_SMEM
-#else
-#define CGRT_MLA_T64_FP8_THREADS 128
-#define CGRT_MLA_T64_FP8_SPLIT_SMEM CGRT_MLA_T64_FP8_SMEM
-#endif
-
 /* The diagnostic build's phase stamps (kernels/mla/stamps.cuh, read by mla_decode_bench
  * --stamps): rows of CTAs, segments stamped per CTA, values per row. */
 #define CGRT_MLA_STAMP_CTAS 1024

@@ -63,7 +63,7 @@ typedef enum cgrt__mla_role {
   X(cgrt_mla_schedule,           CGRT__MLA_SCHEDULE,      1024, 0,                       1,  0,  0, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, schedule_ref)        \
   X(cgrt_mla_split_t64,          CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_SMEM,       1,  1, 16, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_t64_row1,     CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_SMEM,       1,  1, 16, 0, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_BF16, split_row1_ref)      \
-  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT, CGRT_MLA_T64_FP8_THREADS, CGRT_MLA_T64_FP8_SPLIT_SMEM, 1, 1, 16, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref) \
+  X(cgrt_mla_split_t64_fp8,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8,  split_fp8_ref)       \
   X(cgrt_mla_split_t64_row1_fp8, CGRT__MLA_SPLIT_ONE_ROW,  128, CGRT_MLA_T64_FP8_SMEM,   1,  1, 16, 0, CGRT__MLA_PAGES, 1, 0, CGRT__MLA_KV_FP8,  split_row1_fp8_ref)  \
   X(cgrt_mla_split_t64_n32,      CGRT__MLA_SPLIT,          128, CGRT_MLA_T64_N32_SMEM,   1, 17, 32, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
