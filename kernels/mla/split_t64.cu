@@ -133,11 +133,7 @@ __device__ __forceinline__ void split_t64(const bf16 *__restrict__ q, const bf16
   // 0-3 before the prologue, then tile it + 3 in step it), so that no copy waits for its
   // entry.
   auto entries = [&](const int *btr, int tb, int bound, int (&pg)[4]) {
-#pragma unroll
-    for (int q4 = 0; q4 < 4; q4++) {
-      const int tok = tb + crow + 16 * q4;
-      pg[q4] = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
-    }
+    t64_entries(btr, tb, bound, crow, ps_shift, pg);
   };
 
   // One segment of row r: its n tiles start at tokens tb0, tb0 + stride, ..., its tokens

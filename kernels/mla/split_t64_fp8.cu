@@ -240,11 +240,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
   // Block-table entries (row btr) of this thread's 2 e4m3 rows of the tile that starts at
   // token tb (0 at or past bound), read a step ahead of the copies that use them.
   auto entries = [&](const int *btr, int tb, int bound, int (&pg)[2]) {
-#pragma unroll
-    for (int rr = 0; rr < 2; rr++) {
-      const int tok = tb + fr + 32 * rr;
-      pg[rr] = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
-    }
+    t64_entries(btr, tb, bound, fr, ps_shift, pg);
   };
 
   // One segment of row r: its n tiles start at tokens tb0, tb0 + stride, ..., its tokens

@@ -193,11 +193,7 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
   // token tb (0 at or past bound): tiles 0-3 before the prologue, then tile it + 3 in
   // step it, so that no copy waits for its entry.
   auto entries = [&](const int *btr, int tb, int bound, int (&pg)[2]) {
-#pragma unroll
-    for (int q2 = 0; q2 < 2; q2++) {
-      const int tok = tb + crow + 32 * q2;
-      pg[q2] = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
-    }
+    t64_entries(btr, tb, bound, crow, ps_shift, pg);
   };
 
   // One segment of row r (kernels/mla/t64.cuh t64_walk): its n tiles start at tokens
@@ -299,12 +295,12 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
       }
       t64_qk_wait(s);
       if constexpr (MK)
-        t64_softmax<true, 0, 2>(s, m, l, o,
+        t64_softmax<true, 2>(s, m, l, o,
                                 [&](int j, int e, int b) { return ((vm >> (2 * (2 * j + e) + b)) & 1u) != 0u; },
                                 [&](int, int) { return sl2; }, [](uint32_t a, float v) { st_shared_u16(a, v); },
                                 s_red_w, s_p);
       else
-        t64_softmax<false, 0, 2>(s, m, l, o, [&](int, int, int b) { return b ? vb : va; },
+        t64_softmax<false, 2>(s, m, l, o, [&](int, int, int b) { return b ? vb : va; },
                                  [&](int, int) { return sl2; }, [](uint32_t a, float v) { st_shared_u16(a, v); },
                                  s_red_w, s_p);
       fence_proxy_async();

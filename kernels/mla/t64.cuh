@@ -161,12 +161,10 @@ __device__ __forceinline__ void st_shared_u16(uint32_t addr, float v) {
 // (few long rows, e.g. one row split 32 ways), a pass over the LSEs, then one partial
 // per round trip from global memory into registers, which measured faster there
 // (figures: docs/mla_decode.md). Thread tid: head tid >> 3, float4 columns (tid & 7) +
-// 8 k. Threads 0 .. NT - 1: the whole CTA (BAR 0) or the warpgroup that syncs on named
-// barrier BAR (cgrt_mla::sync_threads).
+// 8 k. Whole CTA.
 constexpr int kMergeBatch = 4;
 constexpr int kMergeSmemMax = 2 * kMergeBatch;
 constexpr int kOStageBytes = 16 * kOStr * 4;
-template <int BAR = 0>
 __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                           bf16 *__restrict__ out, float *__restrict__ lse, int r, int qh,
                                           int h_begin, int nh, long long slot0, int nsplit, long long own,
@@ -222,12 +220,12 @@ __device__ __forceinline__ void t64_merge(const float *__restrict__ part_o, cons
 #pragma unroll
       for (int j = 0; j < kMergeBatch; j++) lb[j] = j < nb ? __ldcg(lse_h + (long long)(b0 + j) * qh) : -INFINITY;
       cp_wait<0>();
-      cgrt_mla::sync_threads<NT, BAR>();
+      __syncthreads();
       fold(lb, [&](int j, int k) {
         const float *row = b0 + j == own_i ? s_stage + hh * kOStr : buf + (j * 16 + hh) * DV;
         return *reinterpret_cast<const float4 *>(row + 4 * (c + 8 * k));
       });
-      cgrt_mla::sync_threads<NT, BAR>(); // the buffers are read before the next batch lands
+      __syncthreads(); // the buffers are read before the next batch lands
     }
   } else {
     // The maximum first, then one partial per round trip (a running maximum here measured
@@ -268,12 +266,11 @@ __device__ __forceinline__ int t64_head_of(int h, int t4) { return 8 * (h >> 1) 
 // store_p(shared address, value) into p_s; l and o rescaled. EMPTY (per-head lengths,
 // causal rows together): a head may have no token in the tile or before it; its maximum
 // stays -inf and its exponents are taken against 0, so its P, l and o stay 0. Without
-// EMPTY every tile holds a token of every head. Whole warpgroup; one barrier inside
-// (__syncthreads, or named barrier BAR of the warpgroup's NT threads where other
-// warpgroups run other roles; the caller syncs before P^T is read). NWG > 1: the CTA
+// EMPTY every tile holds a token of every head. Whole warpgroup; one __syncthreads
+// inside (the caller syncs before P^T is read). NWG > 1: the CTA
 // runs NWG warpgroups of this arithmetic side by side (kernels/mla/split_t64_n64.cu),
 // each with its own s_red and p_s; a thread's warp is its warp inside its warpgroup.
-template <bool EMPTY = false, int BAR = 0, int NWG = 1, int SN, int HN, class Valid, class Fac, class StoreP>
+template <bool EMPTY = false, int NWG = 1, int SN, int HN, class Valid, class Fac, class StoreP>
 __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], float (&l)[HN], float (&o)[8][SN],
                                             Valid valid, Fac fac, StoreP store_p, float *s_red, uint32_t p_s) {
   static_assert(SN == 2 * HN && (SN == 8 || SN == 16), "16 or 32 heads per CTA");
@@ -298,7 +295,7 @@ __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], floa
 #pragma unroll
     for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + warp] = mx[h];
   }
-  cgrt_mla::sync_threads<NT, BAR>();
+  __syncthreads();
   float al[HN], mz[HN];
   bool grew = false;
 #pragma unroll
@@ -343,9 +340,8 @@ __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], floa
 // and the merge buffers (merge_buf) lie over the KV buffers, which are free here; ends
 // with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
 // without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
-// partial as 0). BAR (t64_softmax): its barriers are named barrier BAR of the
-// warpgroup; the buffers are then free once the whole CTA syncs after it.
-template <bool EMPTY = false, int BAR = 0, int SN, int HN>
+// partial as 0).
+template <bool EMPTY = false, int SN, int HN>
 __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
                                            float *s_red, float *s_stage, float *merge_buf, int *s_last,
                                            bf16 *__restrict__ out, float *__restrict__ lse,
@@ -365,12 +361,12 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
   }
-  cgrt_mla::sync_threads<NT, BAR>(); // every P.V done: the KV buffers are free for the output staging; s_red free
+  __syncthreads(); // every P.V done: the KV buffers are free for the output staging; s_red free
   if (gq == 0) {
 #pragma unroll
     for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + warp] = l[h];
   }
-  cgrt_mla::sync_threads<NT, BAR>();
+  __syncthreads();
   float inv[HN], lsev[HN];
 #pragma unroll
   for (int h = 0; h < HN; h++) {
@@ -401,7 +397,7 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
       }
     }
   }
-  cgrt_mla::sync_threads<NT, BAR>();
+  __syncthreads();
   for (int id = tid; id < nh * (DV / 4); id += NT) {
     const int head = id / (DV / 4), c4 = id - head * (DV / 4);
     const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
@@ -410,14 +406,27 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
     else
       *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
   }
-  if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT, BAR>(counters, r, g, G, nsplit, s_last)) {
-    t64_merge<BAR>(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
+  if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last)) {
+    t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
               merge_buf);
     if (NH > 16 && nh > 16)
-      t64_merge<BAR>(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
+      t64_merge(part_o, part_lse, out, lse, r, qh, h_begin + 16, nh - 16, (long long)r + pf, nsplit, slot,
                 s_stage + 16 * kOStr, merge_buf);
   }
-  cgrt_mla::sync_threads<NT, BAR>(); // the staging (and the merge buffers) are read before the next segment's loads
+  __syncthreads(); // the staging (and the merge buffers) are read before the next segment's loads
+}
+
+// The block-table entries (row btr, pages of 2^ps_shift tokens) of a thread's K copy
+// rows row0, row0 + 64 / K, ... of the 64-token tile that starts at token tb; 0 for a
+// token at or past bound (its copy reads nothing). The kernels read them a few tiles
+// ahead of the copies that use them (t64_walk's entries callable).
+template <int K>
+__device__ __forceinline__ void t64_entries(const int *btr, int tb, int bound, int row0, int ps_shift, int (&pg)[K]) {
+#pragma unroll
+  for (int q = 0; q < K; q++) {
+    const int tok = tb + row0 + (64 / K) * q;
+    pg[q] = tok < bound ? __ldg(btr + (tok >> ps_shift)) : 0;
+  }
 }
 
 // Whether a t64 kernel reads seq_lens and its first block-table entries before its wait
