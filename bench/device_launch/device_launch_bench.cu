@@ -67,6 +67,9 @@ struct Mapped {
   unsigned long long pong_gt;
   unsigned long long timer_step_ns;
   unsigned long long calib_timeout;
+  alignas(128) unsigned long long probe_in;  // updatable probe: the value the patch kernel writes
+  unsigned long long probe_out;  // the target kernel's parameter, as it ran
+  unsigned long long probe_err;  // (where << 32) | cudaError_t of a device-side call
 };
 
 // Device memory.
@@ -226,6 +229,33 @@ __global__ void big_smem_kernel(Probe *p, unsigned long long spin_ns) {
     p[blockIdx.x].end = gtimer();
     p[blockIdx.x].smid = smid();
     p[blockIdx.x].pad = smem[1];
+  }
+}
+
+// The updatable probe (--probe-updatable): can a graph with a device-updatable kernel
+// node, patched by an earlier node of the same graph, be instantiated for device launch
+// and launched from the device? P = upd_patch -> upd_target; upd_patch writes probe_in
+// into upd_target's parameter `v`, upd_target stores v into probe_out.
+__global__ void upd_target(Mapped *m, unsigned long long v) {
+  st_vol(&m->probe_out, v);
+  __threadfence_system();
+}
+
+__global__ void upd_patch(cudaGraphDeviceNode_t node, Mapped *m) {
+  const unsigned long long v = ld_acquire_sys(&m->probe_in);
+  const cudaError_t e = cudaGraphKernelNodeSetParam(node, sizeof(Mapped *), &v, sizeof v);
+  if (e != cudaSuccess) {
+    st_vol(&m->probe_err, (3ull << 32) | static_cast<unsigned>(e));
+    __threadfence_system();
+  }
+}
+
+// A one-shot device launcher: launches g fire-and-forget once.
+__global__ void upd_oneshot(cudaGraphExec_t g, Mapped *m) {
+  const cudaError_t e = cudaGraphLaunch(g, cudaStreamGraphFireAndForget);
+  if (e != cudaSuccess) {
+    st_vol(&m->probe_err, (4ull << 32) | static_cast<unsigned>(e));
+    __threadfence_system();
   }
 }
 
@@ -424,6 +454,7 @@ struct Options {
   std::vector<int> waits = {kPoll, kSleep};
   std::vector<int> modes = {kHost, kDevice, kDeviceTail};
   bool smoke = false;
+  bool probe_updatable = false;
   int pin = -1;
   int calib_rounds = 64;
   int big_smem_kb = 220;
@@ -647,6 +678,93 @@ void build_graphs(const Options &o) {
   CK(cudaStreamSynchronize(st.s));
 }
 
+// --probe-updatable: builds P (upd_patch -> upd_target, upd_target device-updatable),
+// instantiates it for device launch, then launches it (a) from the host and (b) from the
+// device through a one-shot launcher graph, each time with a new probe_in, and checks
+// that upd_target ran with the patched value. Failures are recorded, not fatal.
+std::string probe_updatable() {
+  std::string res = "{";
+  std::string fail;
+  auto ok = [&](cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return true;
+    if (fail.empty()) fail = fmt("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    cudaGetLastError();
+    return false;
+  };
+  cudaGraph_t g = nullptr, og = nullptr;
+  cudaGraphExec_t ge = nullptr, oe = nullptr;
+  cudaGraphNode_t np = nullptr, nt = nullptr;
+  cudaGraphDeviceNode_t dn = nullptr;
+  Mapped *mdp = st.md;
+  unsigned long long zero = 0;
+  bool instantiated = false, host_ok = false, device_ok = false;
+  unsigned long long host_seen = 0, device_seen = 0;
+  do {
+    if (!ok(cudaGraphCreate(&g, 0), "cudaGraphCreate")) break;
+    cudaKernelNodeParams kp = {};
+    void *pargs[2] = {&dn, &mdp};
+    kp.func = reinterpret_cast<void *>(upd_patch);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = pargs;
+    if (!ok(cudaGraphAddKernelNode(&np, g, nullptr, 0, &kp), "add upd_patch")) break;
+    void *targs[2] = {&mdp, &zero};
+    kp.func = reinterpret_cast<void *>(upd_target);
+    kp.kernelParams = targs;
+    if (!ok(cudaGraphAddKernelNode(&nt, g, &np, 1, &kp), "add upd_target")) break;
+    cudaLaunchAttributeValue av = {};
+    av.deviceUpdatableKernelNode.deviceUpdatable = 1;
+    if (!ok(cudaGraphKernelNodeSetAttribute(nt, cudaLaunchAttributeDeviceUpdatableKernelNode, &av),
+            "set deviceUpdatable on upd_target"))
+      break;
+    cudaLaunchAttributeValue got = {};
+    if (!ok(cudaGraphKernelNodeGetAttribute(nt, cudaLaunchAttributeDeviceUpdatableKernelNode, &got),
+            "get devNode"))
+      break;
+    dn = got.deviceUpdatableKernelNode.devNode;
+    kp.func = reinterpret_cast<void *>(upd_patch);
+    kp.kernelParams = pargs;
+    if (!ok(cudaGraphKernelNodeSetParams(np, &kp), "set upd_patch's devNode")) break;
+    if (!ok(cudaGraphInstantiate(&ge, g, cudaGraphInstantiateFlagDeviceLaunch), "instantiate P for device launch"))
+      break;
+    instantiated = true;
+    if (!ok(cudaGraphUpload(ge, st.s), "upload P")) break;
+    // (a) host launch
+    st.mh->probe_in = 0x1111;
+    st.mh->probe_out = 0;
+    if (!ok(cudaGraphLaunch(ge, st.s), "host launch of P")) break;
+    if (!ok(cudaStreamSynchronize(st.s), "sync after host launch")) break;
+    host_seen = hload(&st.mh->probe_out);
+    host_ok = host_seen == 0x1111 && st.mh->probe_err == 0;
+    // (b) device launch through a one-shot launcher graph
+    if (!ok(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal), "capture launcher")) break;
+    upd_oneshot<<<1, 1, 0, st.s>>>(ge, st.md);
+    cudaGetLastError();
+    if (!ok(cudaStreamEndCapture(st.s, &og), "end capture launcher")) break;
+    if (!ok(cudaGraphInstantiate(&oe, og, cudaGraphInstantiateFlagDeviceLaunch), "instantiate launcher")) break;
+    if (!ok(cudaGraphUpload(oe, st.s), "upload launcher")) break;
+    if (!ok(cudaStreamSynchronize(st.s), "sync before device launch")) break;
+    st.mh->probe_in = 0x2222;
+    st.mh->probe_out = 0;
+    if (!ok(cudaGraphLaunch(oe, st.s), "host launch of the one-shot launcher")) break;
+    if (!ok(cudaStreamSynchronize(st.s), "sync after the launcher")) break;
+    const long long t0 = now_ns();
+    while (hload(&st.mh->probe_out) != 0x2222 && now_ns() - t0 < 2000000000ll) {
+    }
+    device_seen = hload(&st.mh->probe_out);
+    device_ok = device_seen == 0x2222 && st.mh->probe_err == 0;
+  } while (false);
+  if (oe) cudaGraphExecDestroy(oe);
+  if (og) cudaGraphDestroy(og);
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  res += fmt("\"instantiated_for_device_launch\": %s, \"host_launch_patched\": %s, \"host_seen\": %llu, "
+             "\"device_launch_patched\": %s, \"device_seen\": %llu, \"device_err\": %llu, \"first_failure\": %s}",
+             instantiated ? "true" : "false", host_ok ? "true" : "false", host_seen, device_ok ? "true" : "false",
+             device_seen, st.mh->probe_err, json_str(fail.empty() ? "none" : fail).c_str());
+  return res;
+}
+
 double measure_cycles_per_ms() {
   std::vector<double> v;
   const long long cycles = 20000000;
@@ -778,6 +896,7 @@ Options parse(int argc, char **argv) {
     else if (a == "--waits") o.waits = parse_names(val(), kWaitName, 2, "wait");
     else if (a == "--modes") o.modes = parse_names(val(), kModeName, 3, "mode");
     else if (a == "--smoke") o.smoke = true;
+    else if (a == "--probe-updatable") o.probe_updatable = true;
     else if (a == "--pin") o.pin = std::atoi(val());
     else if (a == "--calib-rounds") o.calib_rounds = std::atoi(val());
     else if (a == "--big-smem-kb") o.big_smem_kb = std::atoi(val());
@@ -785,7 +904,7 @@ Options parse(int argc, char **argv) {
     else if (a == "-h" || a == "--help") {
       std::printf("usage: %s [--out PATH] [--iters N] [--nodes N] [--steps-ms 0,2.5,10,33] [--waits poll,sleep]\n"
                   "       [--modes host,device,device_tail] [--smoke] [--pin CORE] [--calib-rounds N]\n"
-                  "       [--big-smem-kb KB] [--launcher-poll-ns NS]\n",
+                  "       [--big-smem-kb KB] [--launcher-poll-ns NS] [--probe-updatable]\n",
                   argv[0]);
       std::exit(0);
     } else {
@@ -895,6 +1014,11 @@ int main(int argc, char **argv) {
   const double cyc_per_ms = measure_cycles_per_ms();
   std::fprintf(stderr, "spin: %.0f clock64 cycles per ms\n", cyc_per_ms);
   build_graphs(o);
+  std::string upd = "null";
+  if (o.probe_updatable) {
+    upd = probe_updatable();
+    std::fprintf(stderr, "updatable probe: %s\n", upd.c_str());
+  }
   cudaFuncAttributes la;
   CK(cudaFuncGetAttributes(&la, launcher<1>));
 
@@ -960,6 +1084,7 @@ int main(int argc, char **argv) {
   j += fmt("\"occupancy\": {\"big_ctas_per_sm\": %d, \"big_plus_launcher_fit_by_shared_memory\": %s},\n", big_per_sm,
            fits ? "true" : "false");
   j += "\"coresidency\": " + cores + ",\n";
+  j += "\"updatable_probe\": " + upd + ",\n";
   j += fmt("\"checks\": {\"launches\": %llu, \"counter_expected\": %llu, \"counter_ok\": %s},\n", st.launches, want,
            counter_ok ? "true" : "false");
   j += "\"rows\": [\n";
