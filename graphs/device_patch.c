@@ -57,9 +57,11 @@ cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e) {
     CUlaunchAttributeValue v;
     memset(&v, 0, sizeof(v));
     v.deviceUpdatableKernelNode.deviceUpdatable = 1;
+    const char *call = "cuGraphKernelNodeSetAttribute";
     CUresult r = drv->cuGraphKernelNodeSetAttribute(k->node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v);
     if (r == CUDA_SUCCESS) {
       memset(&v, 0, sizeof(v));
+      call = "cuGraphKernelNodeGetAttribute";
       r = drv->cuGraphKernelNodeGetAttribute(k->node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v);
       if (r == CUDA_SUCCESS && v.deviceUpdatableKernelNode.devNode == NULL) r = CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -75,7 +77,7 @@ cgrt_status gx_dpatch_mark(cgrt_graphs *set, gx_exec *e) {
         }
         return CGRT_SUCCESS;
       }
-      cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphKernelNodeSetAttribute", "making a kernel node device-updatable");
+      cgrt__fail_cu(CGRT_ERROR_DRIVER, r, call, "making a kernel node device-updatable");
       cgrt__error_prefix("kernel node %zu (kernel '%s')", i, k->name ? k->name : "?");
       return CGRT_ERROR_DRIVER;
     }
