@@ -83,6 +83,8 @@ cgrt_status gx_capture_graph(cgrt_graphs *set, gx_exec *e, CUgraph *out, CUgraph
   cgrt_status st = set->f_patch != NULL ? gx_dpatch_launch(set, s) : CGRT_SUCCESS;
   /* Metadata nodes are captured with num_reqs 0 (all rows inert); steps patch it. */
   if (st == CGRT_SUCCESS) st = enqueue_body(set, s, e, &d, 0, set->current);
+  /* Device launch: the step-done node last, after everything the step enqueued. */
+  if (st == CGRT_SUCCESS && set->dl.enabled) st = gx_dl_step_done(set, s);
   CUgraph g = NULL;
   r = gx_capture_end(set, s, 0, &g); /* always end: the stream must stay usable */
   cgrt__runtime_capture_end(set->rt);
@@ -109,6 +111,7 @@ void gx_exec_release(cgrt_graphs *set, gx_exec *e) {
   e->body_patch_refused = 0;
   e->captured = 0;
   e->nodes = 0;
+  e->dlaunch = 0;
 }
 
 cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup) {
@@ -161,8 +164,25 @@ cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload) {
   }
   /* Instantiated, uploaded and complete before the first replay; a failure names its call. */
   CUgraphExec x = NULL;
-  st = CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, e->graph, 0), CGRT_ERROR_CAPTURE_FAILED,
-                "instantiating a bucket");
+  e->dlaunch = 0;
+  if (set->dl.enabled && !e->is_while) {
+    /* Device launch: a graph the driver refuses for it (memory nodes, say) keeps the host
+     * launch. */
+    CUresult r = drv->cuGraphInstantiateWithFlags(&x, e->graph, CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH);
+    if (r == CUDA_SUCCESS) {
+      e->dlaunch = 1;
+    } else {
+      x = NULL;
+      if (!set->dl.refused_logged) {
+        cgrt__log(CGRT_LOG_INFO, "cgrt graphs: %s bucket %d rows cannot be instantiated for device launch (%s); "
+                  "its steps are launched from the host", gx_mode_name(e), e->rows, cgrt__curesult_name(r));
+        set->dl.refused_logged = 1;
+      }
+    }
+  }
+  st = x != NULL ? CGRT_SUCCESS
+                 : CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, e->graph, 0), CGRT_ERROR_CAPTURE_FAILED,
+                            "instantiating a bucket");
   if (st == CGRT_SUCCESS) {
     st = CGRT__CU(drv, cuGraphUpload, (x, upload), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
     if (st == CGRT_SUCCESS)

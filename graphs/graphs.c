@@ -77,6 +77,18 @@ static cgrt_status validate(const cgrt_graphs_options *o) {
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
                       "cgrt_graphs_create: device_patch supports up to %d buffers, %zu registered",
                       CGRT__DPATCH_MAX_GROUPS - 1, o->num_buffers);
+  if (o->device_launch != 0 && o->device_launch != 1)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: device_launch %d is not 0 or 1",
+                      o->device_launch);
+  if (o->device_launch && o->replay_mode != CGRT_REPLAY_POINTER_UPDATE)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: device_launch needs replay_mode CGRT_REPLAY_POINTER_UPDATE (copy-in "
+                      "replay copies on the replay stream around each launch)");
+  if (o->device_launch_idle_us > 60000000u)
+    return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT,
+                      "cgrt_graphs_create: device_launch_idle_us %u (at most 60 s: a context-wide synchronization "
+                      "waits that long)",
+                      o->device_launch_idle_us);
   if (o->num_buffers > CGRT_GRAPHS_MAX_BUFFERS || (o->num_buffers > 0 && o->buffers == NULL))
     return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_create: %zu buffers (max %d)",
                       o->num_buffers, CGRT_GRAPHS_MAX_BUFFERS);
@@ -232,6 +244,14 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     for (size_t i = 0; i < GX_DPATCH_CLASSES; i++)
       if (cgrt__runtime_function(rt, cls[i], &set->f_patch_cls[i]) != CGRT_SUCCESS) set->f_patch_cls[i] = NULL;
   }
+  if (set->o.device_launch) {
+    if (set->o.device_launch_idle_us == 0) set->o.device_launch_idle_us = 2000;
+    st = gx_dl_init(set);
+    if (st != CGRT_SUCCESS) {
+      graphs_free(set); /* not registered yet */
+      return st;
+    }
+  }
   st = CGRT__CU(set->drv, cuStreamCreate, (&set->cap_stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER,
                 "cgrt_graphs_create: capture stream");
   if (st == CGRT_SUCCESS && options->stream == NULL)
@@ -275,6 +295,7 @@ static void graphs_free(cgrt_graphs *set) {
     if (!gx_capture_abandon(set))
       cgrt__log(CGRT_LOG_WARN, "cgrt_graphs_destroy: the capture stream is still capturing (cuStreamEndCapture "
                 "keeps failing, or this is not the thread that captured); its capture is left open");
+    gx_dl_free(set); /* the triggered steps first, then the launcher stops */
     if (set->stream) CGRT__CU_WARN(d, cuStreamSynchronize, (set->stream), "cgrt_graphs_destroy");
     for (size_t i = 0; i < set->nexec; i++) gx_exec_release(set, &set->execs[i]);
     if (set->cap_stream) CGRT__CU_WARN(d, cuStreamDestroy, (set->cap_stream), "cgrt_graphs_destroy: capture stream");
@@ -305,6 +326,9 @@ static void graphs_free(cgrt_graphs *set) {
 }
 
 static cgrt_status capture_locked(cgrt_graphs *set, gx_exec *only) {
+  /* Re-capture releases executables: none of them may still be queued on the device. */
+  cgrt_status quiet = gx_dl_quiesce(set);
+  if (quiet != CGRT_SUCCESS) return quiet;
   cgrt_status first = CGRT_SUCCESS;
   char first_msg[1024] = "";
   size_t ok = 0, failed = 0, n = 0;
@@ -454,6 +478,17 @@ CUstream cgrt_graphs_stream(cgrt_graphs *set) {
   return gx_enter(set, "cgrt_graphs_stream") == CGRT_SUCCESS ? set->stream : NULL;
 }
 
+cgrt_status cgrt_graphs_synchronize(cgrt_graphs *set) {
+  cgrt_status st = gx_enter_outside_capture(set, "cgrt_graphs_synchronize");
+  if (st != CGRT_SUCCESS) return st;
+  pthread_mutex_lock(&set->mu);
+  st = set->dl.enabled ? gx_dl_synchronize(set)
+                       : CGRT__CU(set->drv, cuStreamSynchronize, (set->stream), CGRT_ERROR_DRIVER,
+                                  "cgrt_graphs_synchronize");
+  pthread_mutex_unlock(&set->mu);
+  return st;
+}
+
 cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
   cgrt_status st = gx_enter(set, "cgrt_graphs_get_stats");
   if (st != CGRT_SUCCESS) return st;
@@ -521,6 +556,7 @@ cgrt_status cgrt_graphs_get_bucket(cgrt_graphs *set, size_t index, cgrt_bucket_i
       }
   }
   info->host_patch_nodes = host;
+  info->device_launch = e->captured && e->dlaunch;
   pthread_mutex_unlock(&set->mu);
   return CGRT_SUCCESS;
 }
@@ -537,7 +573,11 @@ cgrt_status cgrt_graphs_bucket_exec(cgrt_graphs *set, size_t index, unsigned lau
     st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "cgrt_graphs_bucket_exec: bucket %zu (%s, %d rows) is not captured",
                     index, gx_mode_name(e), e->rows);
   else
+    st = gx_dl_quiesce(set); /* bare host launches come after the device-launched steps */
+  if (st == CGRT_SUCCESS) {
     st = gx_dpatch_reserve(set, e, launches);
+    gx_dl_host_launched(set);
+  }
   CUgraphExec x = e->exec;
   pthread_mutex_unlock(&set->mu);
   if (st == CGRT_SUCCESS) *exec = x;

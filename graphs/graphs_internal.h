@@ -161,7 +161,30 @@ typedef struct gx_exec {
   uint32_t *moved;      /* [nbuf]: buffers moved since the last successful launch */
   size_t nmoved;
   int reqs_moved;       /* num_reqs changed since the last successful launch */
+  int dlaunch;          /* device_launch: instantiated for device launch, ends with the
+                           step-done node: its steps are launched by the launcher */
 } gx_exec;
+
+/* device_launch (graphs/device_launch.c): the launcher, its control block and stream. */
+typedef struct gx_dl {
+  int enabled;                 /* the set launches steps from the device */
+  CUfunction f_launcher, f_done;
+  struct cgrt__dl_ctl *ctl;    /* pinned: go, exec slots; started, done, exited, err */
+  CUdeviceptr state;           /* cgrt__dl_state */
+  CUstream stream;             /* the launcher's own stream */
+  CUevent ev;                  /* recorded after each host launch of the launcher */
+  CUgraph graph;
+  CUgraphExec exec;            /* the scheduler graph, instantiated for device launch */
+  uint64_t go;                 /* the last step triggered */
+  int running;                 /* a host launch of the launcher may still be in flight */
+  int ev_stale;                /* ev was not recorded after the last start: ended() waits
+                                  for the launcher's stream instead */
+  int host_pending;            /* host-launched work of the set on the replay stream since
+                                  the last device-launched step */
+  int refused_logged;          /* a bucket could not be instantiated for device launch */
+  uint64_t lost;               /* a step whose launch the host cannot tell any more (a driver
+                                  failure in the exit handshake): the set is failed */
+} gx_dl;
 
 /* A capture of the capture stream that a failed cuStreamEndCapture left open. */
 enum { GX_OPEN_NONE = 0, GX_OPEN_OWNED = 1, GX_OPEN_TO_GRAPH = 2 };
@@ -215,6 +238,7 @@ struct cgrt_graphs {
   CUresult check_cu; /* checked replay: a failed driver call met while checking pointers */
 
   int dcp_logged;
+  gx_dl dl;
   cgrt_graphs_stats st;
   cgrt__child child; /* attached to the runtime: destroyed with it */
   int attached;
@@ -382,6 +406,26 @@ cgrt_status gx_dpatch_reserve(cgrt_graphs *set, gx_exec *e, unsigned launches);
 /* After a successful cuGraphLaunch: the moved groups are delivered. */
 void gx_dpatch_launched(gx_exec *e);
 void gx_dpatch_free(cgrt_graphs *set, gx_exec *e);
+
+/* device_launch.c */
+/* At create (options.device_launch): the launcher kernels, control block, state, stream
+ * and scheduler graph. CGRT_ERROR_NOT_SUPPORTED without launcher kernels for the device
+ * or a driver that refuses device launch. */
+cgrt_status gx_dl_init(cgrt_graphs *set);
+/* Captures the step-done node (the last node of each bucket of a device-launched set). */
+cgrt_status gx_dl_step_done(cgrt_graphs *set, CUstream s);
+/* Triggers the next step: executable x, launched by the launcher on the device (waits
+ * first for host-launched work of the set, and for a free slot). */
+cgrt_status gx_dl_trigger(cgrt_graphs *set, CUgraphExec x);
+/* Waits until every triggered step has completed (no-op without device launch): before
+ * any host launch of the set's work and any host update of a device-launched executable. */
+cgrt_status gx_dl_quiesce(cgrt_graphs *set);
+/* Host work of the set was launched on the replay stream: the next trigger waits for it. */
+void gx_dl_host_launched(cgrt_graphs *set);
+/* cgrt_graphs_synchronize: the triggered steps, then the replay stream. */
+cgrt_status gx_dl_synchronize(cgrt_graphs *set);
+/* Stops the launcher (after the triggered steps) and frees everything of gx_dl. */
+void gx_dl_free(cgrt_graphs *set);
 
 /* while.c */
 /* Builds the WHILE draft graph of e with the current addresses: head kernels (prepare,

@@ -150,6 +150,16 @@ retry:
       return st;
     }
   }
+  if (ndk + ndm > 0 && e->dlaunch) {
+    /* A host update of a device-launched executable: none of its launches may be queued,
+     * and the device sees the update only after a new upload. */
+    st = gx_dl_quiesce(set);
+    if (st != CGRT_SUCCESS) {
+      gx_index_clear(e, ndk, ndm);
+      poison_applied(set, e);
+      return st;
+    }
+  }
   if (ndk + ndm > 0) {
     st = gx_index_flush(set, e, ndk, ndm);
     if (st != CGRT_SUCCESS) {
@@ -168,14 +178,38 @@ retry:
     st = copy_bindings(set, 0);
     if (st != CGRT_SUCCESS) return st;
   }
+  if (e->dlaunch && ndk + ndm > 0) {
+    st = CGRT__CU(set->drv, cuGraphUpload, (e->exec, set->stream), CGRT_ERROR_DRIVER,
+                  "device launch: uploading a bucket after a host patch");
+    if (st == CGRT_SUCCESS)
+      st = CGRT__CU(set->drv, cuStreamSynchronize, (set->stream), CGRT_ERROR_DRIVER,
+                    "device launch: uploading a bucket after a host patch");
+    if (st != CGRT_SUCCESS) {
+      poison_applied(set, e);
+      return st;
+    }
+  }
+  if (!e->dlaunch) { /* a host launch comes after the set's device-launched steps */
+    st = gx_dl_quiesce(set);
+    if (st != CGRT_SUCCESS) return st;
+  }
   if (e->dpatch) {
     st = gx_dpatch_before_launch(set, e); /* this launch's mailbox slot */
     if (st != CGRT_SUCCESS) return st;
   }
-  CUresult r = set->drv->cuGraphLaunch(e->exec, set->stream);
-  if (r != CUDA_SUCCESS) {
-    if (e->dpatch) poison_applied(set, e);
-    return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphLaunch", "replaying a bucket");
+  if (e->dlaunch) {
+    st = gx_dl_trigger(set, e->exec);
+    if (st != CGRT_SUCCESS) {
+      if (e->dpatch) poison_applied(set, e);
+      return st;
+    }
+  } else {
+    CUresult r = set->drv->cuGraphLaunch(e->exec, set->stream);
+    if (r != CUDA_SUCCESS) {
+      if (e->dpatch) poison_applied(set, e);
+      return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphLaunch", "replaying a bucket");
+    }
+    gx_dl_host_launched(set);
   }
   if (e->dpatch) gx_dpatch_launched(e);
   e->replays++;
@@ -185,7 +219,8 @@ retry:
     if (st != CGRT_SUCCESS) return st;
   }
   if (set->o.checked_replay) {
-    st = gx_check_after(set);
+    st = gx_dl_quiesce(set);
+    if (st == CGRT_SUCCESS) st = gx_check_after(set);
     if (st == CGRT_SUCCESS && e->is_while) st = gx_while_check_state(set, e);
     if (st != CGRT_SUCCESS) return st;
   }
@@ -249,8 +284,12 @@ static cgrt_status run_eagerly(cgrt_graphs *set, cgrt_graph_mode mode, int num_r
   d.buffers = set->current;
   d.num_buffers = set->nbuf;
   cgrt_status st = set->o.checked_replay ? gx_check_buffers(set, NULL) : CGRT_SUCCESS;
+  if (st == CGRT_SUCCESS) st = gx_dl_quiesce(set); /* after the device-launched steps */
   if (st == CGRT_SUCCESS && set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 0);
-  if (st == CGRT_SUCCESS) st = gx_run_eager(set, set->stream, &d, num_reqs, set->current);
+  if (st == CGRT_SUCCESS) {
+    st = gx_run_eager(set, set->stream, &d, num_reqs, set->current);
+    gx_dl_host_launched(set);
+  }
   if (st == CGRT_SUCCESS && set->o.replay_mode == CGRT_REPLAY_COPY_IN) st = copy_bindings(set, 1);
   return st;
 }
@@ -338,6 +377,11 @@ cgrt_status cgrt_graphs_draft(cgrt_graphs *set, int num_reqs, const cgrt_binding
     for (int i = 0; i < set->o.draft_steps && st == CGRT_SUCCESS; i++) {
       if (i > 0) {
         d.draft_step = i;
+        /* The callback's work goes on the replay stream: after the device-launched step
+         * before it, and before the next one (device_launch). */
+        st = gx_dl_quiesce(set);
+        if (st != CGRT_SUCCESS) break;
+        gx_dl_host_launched(set);
         cgrt_status cb = set->o.draft_rebuild(set->o.user, set->stream, i, &d);
         if (cb != CGRT_SUCCESS) {
           st = cgrt__fail(CGRT_ERROR_CALLBACK_FAILED, "draft_rebuild for step %d returned %s", i,

@@ -11,6 +11,7 @@
   X(cgrt__ref_table_mla) \
   X(cgrt__ref_table_graph_meta) \
   X(cgrt__ref_table_graph_patch) \
+  X(cgrt__ref_table_graph_launch) \
   X(cgrt__ref_table_dcp)
 
 #define CGRT__REF_TABLE_DECL(t) extern const cgrt__ref_kernel t[];

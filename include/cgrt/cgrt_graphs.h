@@ -307,6 +307,46 @@ typedef struct cgrt_graphs_options {
    * statuses as in turn. 1: each bucket is instantiated before the next is captured (no
    * thread). */
   int serial_capture;
+  /* 1: device-launched replay. A step's graph is launched on the GPU by a launcher kernel
+   * of the set, not by cuGraphLaunch on the host: cgrt_graphs_step (and
+   * cgrt_graphs_draft of an unrolled loop) writes the bucket into a control block in
+   * pinned memory and stores the step number (a few stores, no driver call while the
+   * launcher runs), and the launcher, polling that word on the GPU between steps,
+   * launches the graph fire-and-forget (CUDA device graph launch; every bucket is
+   * instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH and ends with a cgrt
+   * node that reports its completion). The host's cost of a step no longer depends on
+   * the driver or on how long the GPU ran before (bench/device_launch); the GPU pays a
+   * few microseconds between the host's store and the graph's first kernel.
+   *   Ordering contract: a device-launched step is ordered with no stream. It runs after
+   * the set's earlier steps and drafts, and after everything cgrt itself put on the
+   * replay stream, but not after other work on that or any stream: the caller makes sure
+   * the step's inputs are written before the call (for example by synchronizing the
+   * stream that wrote them), and waits for the step with cgrt_graphs_synchronize before
+   * it reads the outputs or queues work that does.
+   *   The launcher runs on a stream of the set's own and exits when no step comes for
+   * device_launch_idle_us; the next step starts it again (one cuGraphLaunch). While it
+   * runs, a context-wide synchronization (cuCtxSynchronize, cudaDeviceSynchronize,
+   * torch.cuda.synchronize()) waits until it exits: at most device_launch_idle_us after
+   * the last step.
+   *   What keeps the host launch: WHILE draft loops, eager fallbacks past the largest
+   * bucket, buckets the driver refuses to instantiate for device launch (logged once at
+   * CGRT_LOG_INFO; cgrt_bucket_info.device_launch says which), and the bare launches of
+   * cgrt_graphs_bucket_exec; each first waits for the device-launched steps. Moved
+   * buffers are patched on the device with device_patch; a step that needs a host patch
+   * (memcpy / memset nodes, or without device_patch) waits for the GPU, patches and
+   * re-uploads its graph, then triggers. At most 31 steps are queued ahead of the last
+   * completed one; the 32nd waits.
+   *   Needs replay_mode CGRT_REPLAY_POINTER_UPDATE and an sm_90a build with the device
+   * runtime: cgrt_graphs_create returns CGRT_ERROR_NOT_SUPPORTED where the launcher
+   * kernels or device graph launch are missing (the emulation runs the launcher as a C
+   * reference that takes every triggered step and exits, so there the set restarts it at
+   * every step). A launch that fails on the device makes every later step and
+   * cgrt_graphs_synchronize of the set return CGRT_ERROR_DRIVER, naming the step.
+   * Default 0. */
+  int device_launch;
+  /* device_launch: microseconds the launcher waits for a step before it exits; default
+   * (0) 2000. */
+  unsigned device_launch_idle_us;
 } cgrt_graphs_options;
 
 /* Fills the defaults (and the size). Thread-safe. */
@@ -363,7 +403,9 @@ typedef struct cgrt_binding {
 } cgrt_binding;
 
 /* Runs one decode step of `num_reqs` requests in `mode` on the replay stream (does not
- * wait for it). Bindings move buffers: in pointer-update and exec-update replay the new
+ * wait for it); with options.device_launch the step is launched from the device instead,
+ * ordered with no stream (see there; wait with cgrt_graphs_synchronize). Bindings move
+ * buffers: in pointer-update and exec-update replay the new
  * address stays current for later steps; in copy-in replay it applies to this step only.
  * Success path: no allocation, no formatting, one uncontended lock.
  * Statuses: CGRT_SUCCESS; CGRT_ERROR_INVALID_HANDLE; CGRT_ERROR_INVALID_ARGUMENT (mode
@@ -373,7 +415,9 @@ typedef struct cgrt_binding {
  * CGRT_ERROR_COUNTERS_DIRTY (checked replay; nothing launched for the former);
  * CGRT_ERROR_CALLBACK_FAILED (eager fallback); CGRT_ERROR_CAPTURE_FAILED (exec-update
  * re-capture); CGRT_ERROR_DRIVER (a failed node update leaves the bucket to be fully
- * re-patched by the next step; nothing was launched). Thread-safe (serialized per set).
+ * re-patched by the next step; nothing was launched; with device_launch also: starting the
+ * launcher failed, and the step was taken back, or an earlier device-launched step failed
+ * on the device, which the message names). Thread-safe (serialized per set).
  * Makes the runtime's context current on the calling thread, as every cgrt call does.
  * Must not be called while the calling thread captures a stream. */
 cgrt_status cgrt_graphs_step(cgrt_graphs *set, cgrt_graph_mode mode, int num_reqs,
@@ -442,7 +486,18 @@ typedef struct cgrt_graphs_stats {
   int draft_while_available;   /* 1 when at least one WHILE draft graph is captured */
   uint64_t device_patches;     /* device_patch: launches that delivered moved buffers via the mailbox */
   uint64_t device_nodes_patched; /* device_patch: kernel nodes rewritten on the device */
+  uint64_t device_launches;    /* device_launch: steps and drafts launched from the device */
+  uint64_t launcher_starts;    /* device_launch: host launches of the launcher (first step,
+                                  and after each idle exit) */
 } cgrt_graphs_stats;
+
+/* Waits on the host until everything the set launched has completed: with
+ * device_launch, every triggered step (polling the completion word in pinned memory, no
+ * driver call while steps run), then the replay stream. Statuses: CGRT_SUCCESS,
+ * CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_CAPTURING, CGRT_ERROR_DRIVER (a stream
+ * synchronization failed, or a device launch failed: the message names the step). Not
+ * thread-safe with the set's other calls. */
+cgrt_status cgrt_graphs_synchronize(cgrt_graphs *set);
 
 /* Statuses: CGRT_SUCCESS, CGRT_ERROR_INVALID_HANDLE, CGRT_ERROR_INVALID_ARGUMENT.
  * Thread-safe. May be called during capture by other threads. */
@@ -488,6 +543,7 @@ typedef struct cgrt_bucket_info {
    * under host patching; under device patching the memcpy and memset nodes with a site,
    * WHILE body nodes, and kernel nodes the driver did not make device-updatable. */
   size_t host_patch_nodes;
+  int device_launch;     /* 1 when its steps are launched from the device (device_launch) */
 } cgrt_bucket_info;
 
 /* Number of buckets (draft loops included) and their descriptions, largest first per

@@ -98,7 +98,8 @@ class GraphsOptions(Structure):
                 ("replay_mode", c_int), ("checked_replay", c_int), ("fail_past_largest", c_int),
                 ("stream", CUstream), ("draft_steps", c_int), ("draft_rebuild", DRAFT_REBUILD_FN),
                 ("draft_while", c_int), ("device_patch", c_int), ("verify_len", c_int),
-                ("warmup_once", c_int), ("serial_capture", c_int)]
+                ("warmup_once", c_int), ("serial_capture", c_int), ("device_launch", c_int),
+                ("device_launch_idle_us", c_uint)]
 
 
 class Binding(Structure):
@@ -112,7 +113,8 @@ class GraphsStats(Structure):
                 ("draft_loops", c_uint64), ("buckets", c_size_t), ("nodes", c_size_t),
                 ("capture_seconds", c_double), ("graph_memory_bytes", c_size_t),
                 ("draft_while_loops", c_uint64), ("draft_while_available", c_int),
-                ("device_patches", c_uint64), ("device_nodes_patched", c_uint64)]
+                ("device_patches", c_uint64), ("device_nodes_patched", c_uint64),
+                ("device_launches", c_uint64), ("launcher_starts", c_uint64)]
 
 
 class BucketInfo(Structure):
@@ -121,7 +123,7 @@ class BucketInfo(Structure):
                 ("capture_seconds", c_double), ("instantiate_seconds", c_double),
                 ("memory_bytes", c_size_t), ("replays", c_uint64), ("draft_while", c_int),
                 ("device_patch", c_int), ("table_bytes", c_size_t), ("pinned_bytes", c_size_t),
-                ("patch_param_bytes", c_size_t), ("host_patch_nodes", c_size_t)]
+                ("patch_param_bytes", c_size_t), ("host_patch_nodes", c_size_t), ("device_launch", c_int)]
 
 
 class MlaOptions(Structure):
@@ -229,6 +231,7 @@ SIGNATURES = {
     "cgrt_graphs_set_ranges": (S, [handle, P(Range), c_size_t]),
     "cgrt_graphs_stream": (CUstream, [handle]),
     "cgrt_graphs_get_stats": (S, [handle, P(GraphsStats)]),
+    "cgrt_graphs_synchronize": (S, [handle]),
     "cgrt_graphs_bucket_count": (c_size_t, [handle]),
     "cgrt_graphs_get_bucket": (S, [handle, c_size_t, P(BucketInfo)]),
     "cgrt_graphs_bucket_rows": (c_int, [handle, c_int, c_int]),

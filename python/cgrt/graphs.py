@@ -505,6 +505,13 @@ class GraphSet(Handle):
         self.handle  # raises once closed
         return self._stream
 
+    def synchronize(self):
+        """Waits until everything the set launched has completed: with ``device_launch``
+        every triggered step (a poll of pinned memory, no driver call while steps run),
+        then the replay stream. A device-launched step is ordered with no stream: call
+        this before reading its outputs or writing inputs a later step reads."""
+        self._call("cgrt_graphs_synchronize")
+
     def stats(self):
         s = _lib.GraphsStats(size=ctypes.sizeof(_lib.GraphsStats))
         self._call("cgrt_graphs_get_stats", byref(s))

@@ -72,6 +72,42 @@ def test_captured_step_equals_eager_with_rebinding(rt, axpy, replay_mode):
         assert stats["rebinds"] > 0 and stats["nodes_patched"] > 0
 
 
+def test_device_launched_steps_equal_eager_after_synchronize(rt, axpy):
+    """device_launch=1: each step is triggered through pinned memory and launched by the
+    set's launcher (the emulation's C reference of it); synchronize() waits for it."""
+    n = 16
+    xs = rt.workspace_request("dl_xs", [((n,), "float32")] * 2)
+    y, y_eager = rt.workspace_request("dl_ys", [((n,), "float32")] * 2)
+
+    def step(stream, b):
+        axpy.launch(1, 32, [ctypes.c_float(0.5), b["x"], b["y"], ctypes.c_int32(b.padded_rows)], stream=stream)
+
+    gs = rt.graphs(step, max_num_seqs=n, max_model_len=64, buffers=[("x", xs[0], "in"), ("y", y, "inout")],
+                   capture_sizes=[4, 16], device_launch=1, device_patch=1)
+    gs.capture()
+    assert [b["device_launch"] for b in gs.buckets()] == [1, 1]
+    rng = random.Random(3)
+    for x in xs:
+        _fill(rt, x, [rng.uniform(-4, 4) for _ in range(n)])
+    start = [rng.uniform(-1, 1) for _ in range(n)]
+    _fill(rt, y, start)
+    _fill(rt, y_eager, start)
+    for k in range(8):
+        reqs = rng.randint(1, n)
+        x = xs[k % 2]
+        gs.step(reqs, bind={"x": x})
+        gs.synchronize()
+        rows = gs.bucket_rows(reqs)
+        axpy.launch(1, 32, [ctypes.c_float(0.5), x, y_eager, ctypes.c_int32(rows)])
+        rt.synchronize()
+        assert _floats(y) == _floats(y_eager), f"step {k}: {reqs} requests, bucket {rows}"
+    stats = gs.stats()
+    assert stats["device_launches"] == 8 and stats["launcher_starts"] >= 1
+    with pytest.raises(cgrt.InvalidArgumentError, match="device_launch needs replay_mode"):
+        rt.graphs(step, max_num_seqs=n, max_model_len=64, buffers=[("x", xs[0]), ("y", y)],
+                  replay_mode="copy_in", device_launch=1)
+
+
 def test_batch_addresses_follow_the_bindings(rt, axpy):
     x, x2, y = rt.workspace_request("ab", [((8,), "float32")] * 3)
     got = []

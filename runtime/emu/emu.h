@@ -37,6 +37,16 @@ void cgrt__emu_set_conditional(CUgraphConditionalHandle handle, unsigned value);
 int cgrt__emu_graph_kernel_node_set_param(uint64_t node, size_t offset, const void *value,
                                           size_t size);
 
+/* The device-side cudaGraphLaunch(exec, cudaStreamGraphFireAndForget) for reference
+ * kernels: runs the executable graph `exec` to completion on the calling thread, as a
+ * launch that the running graph waits for (the emulation's fire-and-forget work
+ * completes before the launching kernel goes on, which keeps the device's order: a tail
+ * launch starts after it). Returns 0, CUDA_ERROR_INVALID_VALUE (not called inside a graph
+ * launch, unknown executable, or one not instantiated with
+ * CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH, as the device runtime refuses it), or the
+ * launch's own failure. */
+int cgrt__emu_graph_launch_device(uint64_t exec);
+
 /* The dependencies (incoming edges) of a graph node, in the order they were added:
  * writes up to `cap` of them to `deps` (may be NULL when cap is 0) and returns how many
  * there are; 0 for an unknown node. Test helper (the table has no cuGraphGetEdges). */

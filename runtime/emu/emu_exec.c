@@ -10,6 +10,7 @@ struct CUgraphExec_st {
   struct CUgraph_st *g; /* private deep copy of the instantiated graph */
   emu_cond *conds;      /* every conditional handle of g and its bodies, with values */
   size_t nconds;
+  unsigned long long flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* it was instantiated with */
   int refs; /* launches in progress */
   int dead; /* destroyed while launching: freed by the last launch */
 };
@@ -115,6 +116,7 @@ CUresult cgrt__emu_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph
     r = CUDA_ERROR_OUT_OF_MEMORY;
   } else {
     cgrt__emu_counts.execs++;
+    e->flags = flags;
     *phGraphExec = e;
   }
   cgrt__emu_unlock();
@@ -288,6 +290,28 @@ CUresult cgrt__emu_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   if (--e->refs == 0 && e->dead) exec_free(e);
   cgrt__emu_unlock();
   return r;
+}
+
+int cgrt__emu_graph_launch_device(uint64_t exec) {
+  struct CUgraphExec_st *e = (struct CUgraphExec_st *)(uintptr_t)exec;
+  cgrt__emu_lock();
+  if (t_running == NULL || !cgrt__emu_reg_is(e, EMU_K_EXEC) ||
+      !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
+    cgrt__emu_unlock();
+    return (int)CUDA_ERROR_INVALID_VALUE; /* the device runtime's cudaErrorInvalidValue */
+  }
+  e->refs++;
+  for (size_t i = 0; i < e->nconds; i++)
+    if (e->conds[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT) e->conds[i].value = e->conds[i].dflt;
+  cgrt__emu_unlock();
+  struct CUgraphExec_st *prev = t_running;
+  t_running = e;
+  CUresult r = run_graph(e, e->g);
+  t_running = prev;
+  cgrt__emu_lock();
+  if (--e->refs == 0 && e->dead) exec_free(e);
+  cgrt__emu_unlock();
+  return (int)r;
 }
 
 /* ---- per-node updates ---- */

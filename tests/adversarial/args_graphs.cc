@@ -78,6 +78,18 @@ void graphs_cases() {
          o->replay_mode = CGRT_REPLAY_EXEC_UPDATE;
        },
        {IA}},
+      {"device_launch 2", [](cgrt_graphs_options *o, World &) { o->device_launch = 2; }, {IA}},
+      {"device_launch with copy-in replay",
+       [](cgrt_graphs_options *o, World &) {
+         o->device_launch = 1;
+         o->replay_mode = CGRT_REPLAY_COPY_IN;
+       },
+       {IA}},
+      {"device_launch_idle_us past 60 s", [](cgrt_graphs_options *o, World &) {
+         o->device_launch = 1;
+         o->device_launch_idle_us = 60000001u;
+       },
+       {IA}},
       {"num_buffers CGRT_GRAPHS_MAX_BUFFERS + 1",
        [](cgrt_graphs_options *o, World &) {
          o->num_buffers = CGRT_GRAPHS_MAX_BUFFERS + 1;
@@ -217,6 +229,7 @@ void graphs_cases() {
     st.size = sizeof st;
     return cgrt_graphs_get_stats(s, &st);
   });
+  set_handle_cases("cgrt_graphs_synchronize", [](World &, cgrt_graphs *s) { return cgrt_graphs_synchronize(s); });
   set_handle_cases("cgrt_graphs_get_bucket", [](World &, cgrt_graphs *s) {
     cgrt_bucket_info bi;
     memset(&bi, 0, sizeof bi);

@@ -74,6 +74,7 @@ class Workload {
   Engine eng_;
   bool eng_made_ = false;
   cgrt_graphs *set_ = nullptr;
+  cgrt_graphs *dl_ = nullptr;  // device_launch
   cgrt_mla_plan *plan_ = nullptr;
   cgrt_buffer_desc descs_[NB];
   CUdeviceptr mla_[6] = {};
@@ -219,6 +220,45 @@ class Workload {
       return false;
     if (!op("draft: eager", {DRV}, [&] { return eng_.eager(b, 2); })) return false;
     if (!compare(b, cgrt_graphs_bucket_rows(set_, CGRT_GRAPH_DECODE, 3), "draft loop")) return false;
+    // A device-launched set over the same engine: capture, steps (one moving a buffer:
+    // a host patch of its memcpy node, re-uploaded), each waited for with
+    // cgrt_graphs_synchronize, against eager.
+    if (!op("cgrt_graphs_create (device_launch)", {DRV, OOM}, [&] {
+          cgrt_graphs_options o;
+          eng_.options(&o, descs_);
+          static const int sizes[] = {2, 4};
+          o.capture_sizes = sizes;
+          o.num_capture_sizes = 2;
+          o.device_patch = 1;
+          o.device_launch = 1;
+          for (int f = 0; f < NB; f++) descs_[f].ptr = cur_[f];
+          return cgrt_graphs_create(rt_, &o, &dl_);
+        }))
+      return false;
+    if (!op("cgrt_graphs_capture (device_launch)", {CGRT_ERROR_CAPTURE_FAILED, OOM, DRV},
+            [&] { return cgrt_graphs_capture(dl_); }))
+      return false;
+    for (int i = 0; i < 3; i++) {
+      std::vector<cgrt_binding> bind;
+      if (i == 1) {
+        const Buf f = Y;  // read by a memcpy node: patched on the host
+        CUdeviceptr to = cur_[f] == eng_.a[f] ? eng_.alt[0][f] : eng_.a[f];
+        if (!op("copy before a rebinding (device_launch)", {DRV}, [&] { return eng_.copy(to, cur_[f], f); }))
+          return false;
+        cur_[f] = to;
+        bind.push_back({(int)f, to, 0});
+      }
+      Batch b = eng_.random_batch(g, 2 + i % 2, 1);
+      std::string what = "device-launched step " + std::to_string(i);
+      if (!op(what + ": inputs, step, synchronize", {DRV}, [&] {
+            cgrt_status st = eng_.write_inputs(cur_.data(), b);
+            if (st == OK) st = cgrt_graphs_step(dl_, CGRT_GRAPH_DECODE, b.reqs, bind.data(), bind.size());
+            return st != OK ? st : cgrt_graphs_synchronize(dl_);
+          }))
+        return false;
+      if (!op(what + ": eager", {DRV}, [&] { return eng_.eager(b); })) return false;
+      if (!compare(b, cgrt_graphs_bucket_rows(dl_, CGRT_GRAPH_DECODE, b.reqs), what)) return false;
+    }
     if (!op("cgrt_mla_decode", {DRV}, [&] {
           cgrt_mla_args a;
           memset(&a, 0, sizeof a);
@@ -241,6 +281,11 @@ class Workload {
   }
 
   void teardown() {
+    if (dl_ != nullptr) {
+      cgrt_status st = cgrt_graphs_destroy(dl_);
+      note_injected();
+      c_.expect_ok(st, "cgrt_graphs_destroy (device_launch)");
+    }
     if (set_ != nullptr) {
       cgrt_status st = cgrt_graphs_destroy(set_);
       note_injected();

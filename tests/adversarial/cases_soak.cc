@@ -25,14 +25,16 @@ struct Variant {
   const char *name;
   cgrt_replay_mode mode;
   int device_patch, checked, draft, draft_while;
+  int device_launch;
 };
 
 const Variant kVariants[] = {
-    {"pointer update, checked replay, draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 1, 1, 0},
-    {"pointer update patched on the device", CGRT_REPLAY_POINTER_UPDATE, 1, 0, 0, 0},
-    {"copy-in", CGRT_REPLAY_COPY_IN, 0, 0, 0, 0},
-    {"whole-graph update, draft loops", CGRT_REPLAY_EXEC_UPDATE, 0, 0, 1, 0},
-    {"pointer update, WHILE draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 0, 1, 1},
+    {"pointer update, checked replay, draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 1, 1, 0, 0},
+    {"pointer update patched on the device", CGRT_REPLAY_POINTER_UPDATE, 1, 0, 0, 0, 0},
+    {"copy-in", CGRT_REPLAY_COPY_IN, 0, 0, 0, 0, 0},
+    {"whole-graph update, draft loops", CGRT_REPLAY_EXEC_UPDATE, 0, 0, 1, 0, 0},
+    {"pointer update, WHILE draft loops", CGRT_REPLAY_POINTER_UPDATE, 0, 0, 1, 1, 0},
+    {"launched from the device, patched on the device, draft loops", CGRT_REPLAY_POINTER_UPDATE, 1, 0, 1, 0, 1},
 };
 
 void soak(Ctx &c, const Variant &v, int index) {
@@ -57,6 +59,7 @@ void soak(Ctx &c, const Variant &v, int index) {
   o.checked_replay = v.checked;
   o.draft_steps = v.draft ? 2 : 0;
   o.draft_while = v.draft_while;
+  o.device_launch = v.device_launch;
   cgrt_graphs *s = nullptr;
   if (c.expect_ok(cgrt_graphs_create(w.rt, &o, &s), "cgrt_graphs_create") &&
       c.expect_ok(cgrt_graphs_capture(s), "cgrt_graphs_capture")) {
@@ -92,6 +95,8 @@ void soak(Ctx &c, const Variant &v, int index) {
       cgrt_status st = draft ? cgrt_graphs_draft(s, reqs, bind.data(), bind.size())
                              : cgrt_graphs_step(s, mode, reqs, bind.data(), bind.size());
       if (!c.expect_ok(st, at + (draft ? ": cgrt_graphs_draft" : ": cgrt_graphs_step"))) break;
+      // A device-launched step is ordered with no stream: wait for it before reading.
+      if (v.device_launch && !c.expect_ok(cgrt_graphs_synchronize(s), at + ": cgrt_graphs_synchronize")) break;
       if (!c.expect_ok(e.eager(b, draft ? 2 : 1), at + ": eager")) break;
       std::string diff = e.compare(loc.data(), b, cgrt_graphs_bucket_rows(s, mode, reqs));
       if (!diff.empty()) {
@@ -109,6 +114,9 @@ void soak(Ctx &c, const Variant &v, int index) {
       c.check(moved > steps / 4, "the soak moved only " + std::to_string(moved) + " buffers");
       c.check(st.eager_fallbacks > 0, "no step ran past the largest bucket");
       if (v.draft_while) c.check(st.draft_while_loops > 0, "no draft loop ran as a WHILE graph");
+      if (v.device_launch)
+        c.check(st.device_launches > 0 && st.device_launches + st.eager_fallbacks >= st.steps + st.draft_loops,
+                "steps of device-launched buckets ran from the host");
     }
   }
   c.expect_ok(cgrt_graphs_destroy(s), "cgrt_graphs_destroy");
