@@ -43,6 +43,14 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
                    step: the same Python and C call with nothing moved after its first
                    step, which splits prepared - nobind into the moves' cost and the
                    call's (host_time.breakdown_us).
+  cgrt_device_launch  the same PreparedStep ring on a second decode set created with
+                   device_launch=1 (and device_patch): ps(n) triggers the step through
+                   pinned memory and cgrt's launcher kernel launches the graph on the GPU
+                   (no driver call on the host while the launcher runs); the host waits
+                   with GraphSet.synchronize() (polling the step's completion word).
+                   The step is ordered with no stream, so there is no event-timed GPU
+                   latency: latency_ms is null, sync_step_ms is what the host sees.
+                   --no-device-launch leaves it out.
   eager            the same PyTorch code and cgrt MLA launched op by op (a few steps).
 Per step, synchronized: the host waits for the step's end by polling an event (an engine
 that reads its tokens back); latency_ms = CUDA events before and after the host part on
@@ -508,6 +516,29 @@ WAIT = "poll"
 SYNC = []  # the synchronous step times (ms) of the last time_steps call
 
 
+def time_steps_dl(be, gs, fn, iters, warm, deadline):
+    """time_steps for a device-launched set: host part = the trigger call, then the host
+    waits with gs.synchronize(); SYNC gets host part + wait. No GPU latency: the step is
+    ordered with no stream (returns an empty latency list)."""
+    host = []
+    del SYNC[:]
+    with gc_off():
+        be.synchronize()  # the other methods' work first: the step waits for no stream
+        gs.synchronize()
+        for i in range(warm + iters):
+            if time.perf_counter() > deadline:
+                break
+            t0 = time.perf_counter()
+            fn(i)
+            t1 = time.perf_counter()
+            gs.synchronize()
+            t2 = time.perf_counter()
+            if i >= warm:
+                host.append((t1 - t0) * 1e6)
+                SYNC.append((t2 - t0) * 1e3)
+    return [], host
+
+
 def time_steps(be, stream, fn, iters, warm, deadline, pre=None, wait=None):
     """Synchronized steps: (latency ms list, host us list); pre() runs before each, untimed.
     The synchronous step (host part + GPU, until the host sees the step's end: what an
@@ -570,7 +601,7 @@ HOST_TARGET_US = 10.0  # issue 15: host time per step (rebinding + launch)
 # medians were at (1, 8K) and (128, 32K); (1, 1K) as the control)
 BLOCKING_POINTS = {(1, 1024), (1, 8192), (128, 32768)}
 # The methods whose host time the point summaries list, in this order.
-HOST_METHODS = ("cgrt_prepared", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
+HOST_METHODS = ("cgrt_prepared", "cgrt_device_launch", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer",
                 "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll", "cgrt_prepared_fixed")
 
 
@@ -698,9 +729,33 @@ def host_summary(out):
         say(f"  batch {r['batch']:4d} ctx {r['context']:6d}: " + "  ".join(parts))
 
 
+def device_launch_set(args, be, eng, out):
+    """The decode set again, device-launched (cgrt_device_launch), captured; None when
+    left out or refused (recorded in out["device_launch"])."""
+    if not args.device_launch:
+        out["device_launch"] = {"used": False, "why": "--no-device-launch"}
+        return None
+    try:
+        t0 = time.perf_counter()
+        gs = eng.new_decode_set(device_launch=1, device_patch=1)
+        gs.capture()
+        b = gs.buckets()
+        out["device_launch"] = {"used": True, "capture_seconds": time.perf_counter() - t0,
+                                "buckets": len(b), "device_launched_buckets": sum(x["device_launch"] for x in b),
+                                "idle_us": 2000}
+        say(f"device-launched decode set: {out['device_launch']['device_launched_buckets']} of {len(b)} buckets "
+            f"launched from the device, captured in {out['device_launch']['capture_seconds']:.2f} s")
+        return gs
+    except Exception as e:  # recorded, not fatal: the other methods still run
+        out["device_launch"] = {"used": False, "why": f"{type(e).__name__}: {e}"}
+        say(f"device-launched decode set refused: {e}")
+        return None
+
+
 def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
     cfg, S = eng.cfg, eng.S
     points = []
+    gs_dl = device_launch_set(args, be, eng, out)
     if not be.emulated:
         # steady state first (an engine steps continuously): one second of synchronized
         # 1-request steps, untimed, so the first point does not pay for a cold host or GPU
@@ -738,12 +793,18 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                 iters = max(8, min(iters, int(args.point_seconds * 1e3 / max(est, 1e-3))))
             rounds = max(1, min(args.rounds, iters))
             preps = [gs.prepare({k: inp[k] for k in names}) for inp in ring]
+            if gs_dl is not None:
+                gs_dl.step(n, bind={"block_table": bt_static, **{k: ring[0][k] for k in names}})
+                gs_dl.synchronize()
+                preps_dl = [gs_dl.prepare({k: inp[k] for k in names}) for inp in ring]
             fl = Floors(gs, B)
             # (name, step, warm-up steps, untimed pre-step hook, after the block)
             methods = [
                 ("cgrt_prepared", lambda i: preps[i % RING](n), 2, None, None),
                 ("cgrt_nobind", lambda i: fl.nobind(n), 2, None, None),
             ]
+            if gs_dl is not None:
+                methods.append(("cgrt_device_launch", lambda i: preps_dl[i % RING](n), 2, None, None))
             if fl.launch_fn is not None:  # the direct launches prepared and not made yet, after the block
                 methods.append(("launch_floor", fl.launch, 2, fl.before, fl.finish))
             for t in tgs:
@@ -764,11 +825,15 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
             for rnd in range(rounds):
                 h0 = host_state()
                 for name, fn, warm, pre, after in methods:
-                    s0 = gs.stats()
-                    lat, host = time_steps(be, stream, fn, per_round, warm, deadline, pre,
-                                           wait="block" if name.endswith("_blocking") else
-                                           "sleep-poll" if name.endswith("_sleep_poll") else None)
-                    s1 = gs.stats()
+                    g = gs_dl if name == "cgrt_device_launch" else gs
+                    s0 = g.stats()
+                    if name == "cgrt_device_launch":
+                        lat, host = time_steps_dl(be, gs_dl, fn, per_round, warm, deadline)
+                    else:
+                        lat, host = time_steps(be, stream, fn, per_round, warm, deadline, pre,
+                                               wait="block" if name.endswith("_blocking") else
+                                               "sleep-poll" if name.endswith("_sleep_poll") else None)
+                    s1 = g.stats()
                     for key in patched[name]:
                         patched[name][key] += s1[key] - s0[key]
                     acc[name][0].extend(lat)
@@ -797,6 +862,11 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                                                     "device_patch_launches": per("device_patches"),
                                                     "device_patched_nodes": per("device_nodes_patched"),
                                                     "cgrt_steps": c["steps"]}}
+                if name == "cgrt_device_launch" and sync:
+                    ss = summarize_ms(sync)
+                    pt["methods"][name]["tokens_per_s"] = n / (ss["p50"] / 1e3)
+                    say(f"  {name:18s} batch {n:3d} ctx {ctx:5d}: sync step p50 {ss['p50']:.3f} ms p99 "
+                        f"{ss['p99']:.3f} ms, host p50 {hs['p50']:.1f} us p99 {hs['p99']:.1f} us (n {hs['n']})")
                 if st:
                     ss = summarize_ms(sync)
                     say(f"  {name:18s} batch {n:3d} ctx {ctx:5d}: GPU p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "
@@ -810,6 +880,10 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                     pt["ratios"]["cgrt_over_" + t.name] = cm["p50"] / tm["p50"]
                     pt["ratios"]["cgrt_over_" + t.name + "_sync"] = (pt["methods"]["cgrt_prepared"]["sync_step_ms"]["p50"]
                                                                      / pt["methods"][t.name]["sync_step_ms"]["p50"])
+                dm = pt["methods"].get("cgrt_device_launch", {}).get("sync_step_ms")
+                if dm and pt["methods"][t.name]["sync_step_ms"]:
+                    pt["ratios"]["cgrt_device_launch_over_" + t.name + "_sync"] = (
+                        dm["p50"] / pt["methods"][t.name]["sync_step_ms"]["p50"])
             say(f"  ratios: {({k: round(v, 3) for k, v in pt['ratios'].items()})}")
             host_overhead(pt, floor_us)
 
@@ -1300,6 +1374,8 @@ def main(argv=None):
                         "(none with --no-spec)")
     p.add_argument("--peers", default=os.path.join(ROOT, ".peers"), help="prebuilt peers (bench/peers/mla_peers.py)")
     p.add_argument("--no-peer", action="store_true", help="skip the torch_graph_peer method")
+    p.add_argument("--no-device-launch", dest="device_launch", action="store_false",
+                   help="skip the cgrt_device_launch method (a second, device-launched decode set)")
     p.add_argument("--kv-reserve-gib", type=float, default=14.0, help="device memory left free beside the KV caches")
     common.add_patch_arg(p)
     common.add_vproj_arg(p)
