@@ -210,27 +210,30 @@ static cgrt_status after_race(cgrt_graphs *set, uint64_t want) {
   }
 }
 
-/* Waits until every triggered step has completed (done == go). */
+/* Waits until the steps up to `upto` have completed, polling `done` (the host stays on
+ * its core, as an engine waiting for its tokens: a yield could hand the core away for a
+ * time slice; it yields only after 100 ms). */
 static cgrt_status wait_done(cgrt_graphs *set, uint64_t upto) {
   gx_dl *d = &set->dl;
+  double t0 = 0;
   for (long spin = 0; load(&d->ctl->done) < upto; spin++) {
     cgrt_status st = check_err(set);
     if (st != CGRT_SUCCESS) return st;
     if (spin % GX_DL_SPINS == GX_DL_SPINS - 1) {
-      /* A launcher that ended with steps left (it cannot, unless its relaunch failed):
-       * start it again rather than wait forever. */
+      /* No launcher with steps left (its relaunch failed, or an earlier start did): start
+       * one rather than wait forever. */
+      int gone = !d->running;
       if (d->running) {
-        int gone = 0;
         st = ended(set, &gone);
         if (st != CGRT_SUCCESS) return st;
-        if (gone && load(&d->ctl->done) < upto) {
-          d->running = 0;
-          st = check_err(set);
-          if (st == CGRT_SUCCESS) st = start(set);
-          if (st != CGRT_SUCCESS) return st;
-        }
       }
-      sched_yield();
+      if (gone && load(&d->ctl->done) < upto) {
+        d->running = 0;
+        st = start(set);
+        if (st != CGRT_SUCCESS) return st;
+      }
+      if (t0 == 0) t0 = gx_now();
+      else if (gx_now() - t0 > 0.1) sched_yield();
     }
   }
   return check_err(set);
