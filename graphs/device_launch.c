@@ -288,6 +288,13 @@ cgrt_status gx_dl_synchronize(cgrt_graphs *set) {
   return st;
 }
 
+uint64_t gx_dl_last_step_ns(const cgrt_graphs *set) {
+  const gx_dl *d = &set->dl;
+  if (!d->enabled || d->go == 0 || load(&d->ctl->done) != d->go) return 0;
+  const uint64_t a = load(&d->ctl->launch_ns), b = load(&d->ctl->done_ns);
+  return b > a ? b - a : 0;
+}
+
 void gx_dl_free(cgrt_graphs *set) {
   gx_dl *d = &set->dl;
   const cgrt__driver *drv = set->drv;

@@ -497,6 +497,7 @@ cgrt_status cgrt_graphs_get_stats(cgrt_graphs *set, cgrt_graphs_stats *stats) {
   pthread_mutex_lock(&set->mu);
   cgrt_graphs_stats s = set->st;
   s.size = sizeof(s);
+  s.last_device_step_ns = gx_dl_last_step_ns(set);
   s.buckets = 0;
   s.nodes = 0;
   s.capture_seconds = 0;

@@ -424,6 +424,9 @@ cgrt_status gx_dl_quiesce(cgrt_graphs *set);
 void gx_dl_host_launched(cgrt_graphs *set);
 /* cgrt_graphs_synchronize: the triggered steps, then the replay stream. */
 cgrt_status gx_dl_synchronize(cgrt_graphs *set);
+/* GPU nanoseconds of the last completed step (launch to its last node), or 0 (no step
+ * yet, or one still in flight). */
+uint64_t gx_dl_last_step_ns(const cgrt_graphs *set);
 /* Stops the launcher (after the triggered steps) and frees everything of gx_dl. */
 void gx_dl_free(cgrt_graphs *set);
 

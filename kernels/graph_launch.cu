@@ -59,6 +59,7 @@ extern "C" __global__ void cgrt_graph_launcher(cgrt__dl_ctl *ctl, cgrt__dl_state
   st->current = q;
   __threadfence();
   gl_store(&ctl->started, q);
+  gl_store(&ctl->launch_ns, gl_timer());
   cudaError_t e = cudaGraphLaunch(x, cudaStreamGraphFireAndForget);
   if (e != cudaSuccess) {
     if (ctl->err == 0) gl_store(&ctl->err, CGRT__DL_ERR(q, CGRT__DL_ERR_STEP_LAUNCH, e));
@@ -75,5 +76,6 @@ extern "C" __global__ void cgrt_graph_launcher(cgrt__dl_ctl *ctl, cgrt__dl_state
 extern "C" __global__ void cgrt_graph_step_done(cgrt__dl_ctl *ctl, const cgrt__dl_state *st) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   __threadfence_system();
+  gl_store(&ctl->done_ns, gl_timer());
   gl_store(&ctl->done, *reinterpret_cast<const volatile unsigned long long *>(&st->current));
 }

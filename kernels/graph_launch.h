@@ -35,7 +35,9 @@ typedef struct cgrt__dl_ctl {
                                           the launcher */
   volatile unsigned long long err;     /* launcher: the first failure, CGRT__DL_ERR; 0 = none */
   volatile unsigned long long runs;    /* launcher instances started (tail relaunches count) */
-  unsigned long long pad1[11];
+  volatile unsigned long long launch_ns; /* launcher: %globaltimer right before its last launch */
+  volatile unsigned long long done_ns;   /* cgrt_graph_step_done: %globaltimer before `done` */
+  unsigned long long pad1[9];
 } cgrt__dl_ctl;
 
 /* err = ((unsigned long long)step << 32) | (where << 16) | cudaError_t. */

@@ -7,6 +7,7 @@
  * it at every step, the path the GPU takes after an idle launcher exits. */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/graph_launch.h"
 #include "kernels/ref_tables.h"
@@ -14,6 +15,13 @@
 /* The emulation's device-side cudaGraphLaunch (runtime/emu/emu.h). Weak: a binary without
  * the emulation never runs these references. */
 extern int cgrt__emu_graph_launch_device(uint64_t exec) __attribute__((weak));
+
+/* %globaltimer: nanoseconds of a monotonic clock. */
+static unsigned long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
 
 static void launcher_ref(const cgrt__ref_launch *l, const unsigned char *p, const size_t *off) {
   (void)l;
@@ -34,6 +42,7 @@ static void launcher_ref(const cgrt__ref_launch *l, const unsigned char *p, cons
     st->last = q;
     st->current = q;
     ctl->started = q;
+    ctl->launch_ns = now_ns();
     int e = cgrt__emu_graph_launch_device != NULL ? cgrt__emu_graph_launch_device(x) : 1;
     if (e != 0) {
       if (ctl->err == 0) ctl->err = CGRT__DL_ERR(q, CGRT__DL_ERR_STEP_LAUNCH, (unsigned)e);
@@ -50,6 +59,7 @@ static void step_done_ref(const cgrt__ref_launch *l, const unsigned char *p, con
   memcpy(&ctl, p + off[0], sizeof ctl);
   memcpy(&st, p + off[1], sizeof st);
   if (ctl == NULL || st == NULL) return;
+  ctl->done_ns = now_ns();
   ctl->done = st->current;
 }
 

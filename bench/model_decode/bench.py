@@ -48,8 +48,10 @@ Methods, per (batch, context) point, with a bucket of B >= batch rows:
                    pinned memory and cgrt's launcher kernel launches the graph on the GPU
                    (no driver call on the host while the launcher runs); the host waits
                    with GraphSet.synchronize() (polling the step's completion word).
-                   The step is ordered with no stream, so there is no event-timed GPU
-                   latency: latency_ms is null, sync_step_ms is what the host sees.
+                   The step is ordered with no stream, so its latency_ms is not
+                   event-timed: it is the GPU time the set reports (%globaltimer from
+                   the launcher's device-side launch to the step's last node, stats
+                   last_device_step_ns); sync_step_ms is what the host sees.
                    --no-device-launch leaves it out.
   eager            the same PyTorch code and cgrt MLA launched op by op (a few steps).
 Per step, synchronized: the host waits for the step's end by polling an event (an engine
@@ -518,9 +520,10 @@ SYNC = []  # the synchronous step times (ms) of the last time_steps call
 
 def time_steps_dl(be, gs, fn, iters, warm, deadline):
     """time_steps for a device-launched set: host part = the trigger call, then the host
-    waits with gs.synchronize(); SYNC gets host part + wait. No GPU latency: the step is
-    ordered with no stream (returns an empty latency list)."""
-    host = []
+    waits with gs.synchronize(); SYNC gets host part + wait. The latency is the GPU time
+    the set reports for the step (stats last_device_step_ns: %globaltimer from the
+    launcher's device-side launch to the step's last node), read after the wait."""
+    lat, host = [], []
     del SYNC[:]
     with gc_off():
         be.synchronize()  # the other methods' work first: the step waits for no stream
@@ -536,7 +539,10 @@ def time_steps_dl(be, gs, fn, iters, warm, deadline):
             if i >= warm:
                 host.append((t1 - t0) * 1e6)
                 SYNC.append((t2 - t0) * 1e3)
-    return [], host
+                ns = gs.stats()["last_device_step_ns"]
+                if ns:
+                    lat.append(ns / 1e6)
+    return lat, host
 
 
 def time_steps(be, stream, fn, iters, warm, deadline, pre=None, wait=None):
@@ -862,11 +868,8 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                                                     "device_patch_launches": per("device_patches"),
                                                     "device_patched_nodes": per("device_nodes_patched"),
                                                     "cgrt_steps": c["steps"]}}
-                if name == "cgrt_device_launch" and sync:
-                    ss = summarize_ms(sync)
-                    pt["methods"][name]["tokens_per_s"] = n / (ss["p50"] / 1e3)
-                    say(f"  {name:18s} batch {n:3d} ctx {ctx:5d}: sync step p50 {ss['p50']:.3f} ms p99 "
-                        f"{ss['p99']:.3f} ms, host p50 {hs['p50']:.1f} us p99 {hs['p99']:.1f} us (n {hs['n']})")
+                if name == "cgrt_device_launch":
+                    pt["methods"][name]["latency_source"] = "stats.last_device_step_ns (%globaltimer)"
                 if st:
                     ss = summarize_ms(sync)
                     say(f"  {name:18s} batch {n:3d} ctx {ctx:5d}: GPU p50 {st['p50']:.3f} ms p99 {st['p99']:.3f} ms, "

@@ -489,6 +489,11 @@ typedef struct cgrt_graphs_stats {
   uint64_t device_launches;    /* device_launch: steps and drafts launched from the device */
   uint64_t launcher_starts;    /* device_launch: host launches of the launcher (first step,
                                   and after each idle exit) */
+  /* device_launch: GPU nanoseconds of the last completed device-launched step, from the
+   * launcher's device-side launch of its graph to the start of its last node
+   * (%globaltimer, read when the stats are; 0 before the first step, or while a later
+   * step is in flight). */
+  uint64_t last_device_step_ns;
 } cgrt_graphs_stats;
 
 /* Waits on the host until everything the set launched has completed: with

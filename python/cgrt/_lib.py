@@ -114,7 +114,8 @@ class GraphsStats(Structure):
                 ("capture_seconds", c_double), ("graph_memory_bytes", c_size_t),
                 ("draft_while_loops", c_uint64), ("draft_while_available", c_int),
                 ("device_patches", c_uint64), ("device_nodes_patched", c_uint64),
-                ("device_launches", c_uint64), ("launcher_starts", c_uint64)]
+                ("device_launches", c_uint64), ("launcher_starts", c_uint64),
+                ("last_device_step_ns", c_uint64)]
 
 
 class BucketInfo(Structure):

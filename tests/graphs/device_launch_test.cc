@@ -83,6 +83,8 @@ TEST_F(DeviceLaunchTest, StepsMatchEagerWithMovesAndModes) {
   }
   cgrt_graphs_stats s = stats();
   EXPECT_EQ(s.device_launches, s.steps) << "every step of a device-launched bucket";
+  EXPECT_GT(s.last_device_step_ns, 0u) << "the last step's GPU time";
+  EXPECT_LT(s.last_device_step_ns, 10000000000ull);
   EXPECT_EQ(s.replays, s.steps);
 }
 
