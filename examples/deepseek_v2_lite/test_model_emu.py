@@ -120,6 +120,29 @@ def test_captured_step_equals_eager_with_rebinding(be):
     assert not torch.equal(outs[0], outs[3])
 
 
+def test_device_launched_decode_equals_eager(be):
+    """The decode set with device_launch: each step triggered through pinned memory and
+    launched by cgrt's launcher (the emulation's reference of it), waited for with
+    synchronize(), equals eager; every step is a device launch."""
+    eng = Engine(be, REDUCED, 8, 300, 200, progress=_say)
+    eng.decode_set = eng.new_decode_set(device_launch=1)
+    eng.decode_set.capture()
+    assert all(b["device_launch"] for b in eng.decode_set.buckets())
+    for step, ctxs in enumerate([[37], [5, 180, 64], [17, 90, 3, 250, 33]]):
+        n = len(ctxs)
+        inputs = _requests(eng, n, ctxs, seed=10 + step)
+        B = eng.decode_set.bucket_rows(n)
+        eng.decode_set.step(n, bind=inputs)
+        eng.decode_set.synchronize()  # ordered with no stream: wait before reading
+        got_tok = eng.dec["out_tokens"][:B].clone()
+        got_h = eng.dec["out_hidden"][:B].clone()
+        eng.eager_decode(inputs, n, B)
+        assert torch.equal(got_tok, eng.ref["out_tokens"][:B]), f"step {step}: tokens differ from eager"
+        assert torch.equal(got_h, eng.ref["out_hidden"][:B]), f"step {step}: hidden states differ from eager"
+    st = eng.decode_set.stats()
+    assert st["device_launches"] == 3 and st["replays"] == 3 and st["last_device_step_ns"] > 0
+
+
 def test_value_projection_in_mla_equals_the_bmm(be):
     """vproj: cgrt's MLA applies W_UV after its merge (cgrt_mla_vproj) and writes o_proj's
     input; the step then runs no W_UV bmm. Its captured step equals its eager step bit for
