@@ -72,6 +72,10 @@ def main(argv=None):
     p.add_argument("--check-steps", type=int, default=None, help="steps checked against eager (default: all)")
     p.add_argument("--attn-check-every", type=int, default=50)
     p.add_argument("--checked-replay", action="store_true", help="cgrt's checked replay (slower)")
+    p.add_argument("--device-launch", action="store_true",
+                   help="a device-launched decode set (options.device_launch): the step is triggered through "
+                        "pinned memory and ordered with no stream, so the loop synchronizes the input copies "
+                        "before it and waits with synchronize() after it")
     args = p.parse_args(argv)
 
     stage("opening the backend")
@@ -100,7 +104,13 @@ def main(argv=None):
             f" counters {ws['counter_bytes']} B); MLA plan {pi['split_kernel']}, {pi['splits']} splits, partials "
             f"{pi['workspace_bytes'] / 2**20:.2f} MiB (fixed split: {pi['fixed_split_bytes'] / 2**20:.2f} MiB)")
         stage("capturing the decode set")
-        secs = eng.capture_decode()
+        if args.device_launch:
+            t0 = time.perf_counter()
+            eng.decode_set = eng.new_decode_set(device_launch=1)
+            eng.decode_set.capture()
+            secs = time.perf_counter() - t0
+        else:
+            secs = eng.capture_decode()
         gs = eng.decode_set.stats()
         say(f"captured {gs['buckets']} buckets {eng.decode_sizes} in {secs:.2f} s ({gs['nodes']} nodes, "
             f"graph memory {gs['graph_memory_bytes'] / 2**20:.1f} MiB)")
@@ -165,9 +175,13 @@ def main(argv=None):
                     be.register(inputs[k], f"step input {k}")
             B = eng.decode_set.bucket_rows(n)
             stage(f"step {step}: the replay ({n} requests, bucket {B})")
+            if args.device_launch and not emu:
+                torch.cuda.current_stream().synchronize()  # the step waits for no stream: inputs first
             t0 = time.perf_counter()
             eng.decode_set.step(n, bind=inputs)
             host_us.append((time.perf_counter() - t0) * 1e6)
+            if args.device_launch:
+                eng.decode_set.synchronize()  # before anything reads what the step wrote
             if reg_inputs:  # the previous step's inputs are no longer bound
                 for t in registered:
                     be.unregister(t)
