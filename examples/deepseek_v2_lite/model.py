@@ -5,15 +5,16 @@ One decode step over B rows (B is the padded bucket size when the step is captur
     embed -> 27 x [ RMSNorm -> q / latent-KV projection -> RoPE -> write the token's 576
     latent values into the cache -> q_nope x W_UK (absorbed: 512-wide latent query) ->
     cgrt MLA decode (576-wide q, 512-wide latent output) -> x W_UV -> o_proj -> residual
-    -> RMSNorm -> SwiGLU MLP -> residual ] -> RMSNorm -> tied LM head -> argmax.
+    -> RMSNorm -> SwiGLU MLP -> residual ] -> RMSNorm -> LM head -> argmax.
 The PyTorch work is cut into "segments" between the MLA calls; each segment reads and
 writes only the tensors it is given (see backend.Backend.segment), so the same code runs
 eagerly, inside cgrt's capture on a GPU, inside torch.cuda.graph, and as emulated kernels.
 
-The MTP-style drafter (one decoder layer of the same shape, tied embedding and head):
+The MTP-style drafter (one decoder layer of the same shape, the target's embedding and head):
     u = W_proj [RMSNorm(embed(token)); RMSNorm(hidden)] -> decoder layer (own latent KV
     cache, same block table) -> hidden' ; RMSNorm -> head -> argmax = draft token,
-fed its own (token, hidden') at the next draft step.
+fed its own (token, hidden') at the next draft step. W_proj starts as [I; 0] (config.py
+says why).
 """
 import math
 
@@ -84,15 +85,22 @@ class Weights:
         self.embed = init.normal((cfg.vocab, cfg.hidden), 1.0)
         self.final_norm = init.ones(cfg.hidden)
         self.layers = [layer_weights(cfg, init) for _ in range(cfg.layers)]
+        # the LM head [vocab, hidden]: the embedding itself when tied
+        self.head = self.embed if cfg.tie_head else init.normal((cfg.vocab, cfg.hidden), 1.0)
         self.drafter = None
         if with_drafter:
             d = layer_weights(cfg, init)
             d["enorm"], d["hnorm"] = init.ones(cfg.hidden), init.ones(cfg.hidden)
-            d["w_proj"] = init.normal((2 * cfg.hidden, cfg.hidden), (2 * cfg.hidden) ** -0.5)
+            # [I; 0]: the normalized embedding of the token passes, the hidden state does not
+            # (config.py: the drafter predicts the target's bigram part)
+            d["w_proj"] = torch.cat([torch.eye(cfg.hidden), torch.zeros(cfg.hidden, cfg.hidden)]).to(
+                dtype=torch.bfloat16, device=device)
             self.drafter = d
 
     def bytes(self):
         ts = [self.embed, self.final_norm] + [t for lw in self.layers for t in lw.values()]
+        if self.head is not self.embed:
+            ts.append(self.head)
         if self.drafter:
             ts += list(self.drafter.values())
         return sum(t.numel() * t.element_size() for t in ts)
@@ -103,7 +111,7 @@ def weight_bytes(cfg: ModelConfig, drafter=False):
     H, D = cfg.heads, cfg.hidden
     layer = (2 * D + cfg.kv_lora_rank + D * (H * cfg.qk_head + cfg.latent) + H * cfg.qk_nope * cfg.kv_lora_rank
              + H * cfg.kv_lora_rank * cfg.v_head + H * cfg.v_head * D + 3 * D * cfg.intermediate)
-    n = cfg.vocab * D + D + cfg.layers * layer
+    n = cfg.vocab * D * (1 if cfg.tie_head else 2) + D + cfg.layers * layer
     if drafter:
         n += layer + 2 * D + 2 * D * D
     return 2 * n
@@ -276,7 +284,7 @@ class Model:
 
     def _head(self, hidden, out_hidden, out_tokens):
         x = rms_norm_into(hidden, self.w.final_norm, self.cfg.rms_eps, torch.empty_like(hidden))
-        logits = torch.mm(x, self.w.embed.t())
+        logits = torch.mm(x, self.w.head.t())
         torch.argmax(logits, dim=-1, out=out_tokens)
         out_hidden.copy_(hidden)
 

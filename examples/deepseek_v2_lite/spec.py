@@ -89,7 +89,7 @@ def greedy_reference(eng, snap, n, steps, graphs=False):
         else:
             eng.eager_decode(inputs, n, B)
             t, h = eng.ref["out_tokens"][:n].clone(), eng.ref["out_hidden"][:n]
-        lg = (rms_norm(h, eng.weights.final_norm, cfg.rms_eps) @ eng.weights.embed.t()).float()
+        lg = (rms_norm(h, eng.weights.final_norm, cfg.rms_eps) @ eng.weights.head.t()).float()
         toks.append(t)
         logits.append(lg)
         x, L, P = t, L + 1, P + 1
