@@ -68,9 +68,10 @@ typedef enum cgrt_mla_kv_dtype {
    * the V / latent part, 512..575 the rope part); value = e4m3 x kv_scale, one
    * per-tensor scale (the serving convention of a per-layer k_scale, as vLLM and
    * FlashMLA pass it) held by the plan. q and out stay bf16, the LSE fp32; the kernels
-   * dequantize on the fly. Only plans of at most 16 query heads per CTA take it (the
-   * head rule gives more for q_heads 33..64 and multiples of 64): others return
-   * CGRT_ERROR_NOT_SUPPORTED; block rows run apart. */
+   * dequantize on the fly. Every head count takes it, in CTAs of at most 16 query
+   * heads (the FP8 split kernel's most; see the head rule at cgrt_mla_plan_create: 128
+   * heads run 8 CTAs per KV range, each reading the range's tiles); block rows run
+   * apart. */
   CGRT_MLA_KV_FP8_E4M3 = 1
 } cgrt_mla_kv_dtype;
 
@@ -193,7 +194,7 @@ typedef struct cgrt_mla_plan_info {
  * buffer. Do this during warm-up, before cgrt_workspace_lock.
  *
  * Head rule: with q = heads * dcp_world_size and tile = 8 if q <= 8, 16 if q <= 16, 32
- * if q <= 32 (16 with an FP8 cache), else 64, the fast path takes q iff
+ * if q <= 32, else 64 (16 for both with an FP8 cache), the fast path takes q iff
  * q % min(q, tile) == 0 (CTAs of min(q, tile) heads; steps of one row with 17..32 heads
  * per CTA run CTAs of 16); any other q (FP8 20 or 24, 96, ...) takes the generic path
  * (CTAs of 16 heads, the last partly masked), which is logged once here at
@@ -209,9 +210,8 @@ typedef struct cgrt_mla_plan_info {
  * not > 0 with FP8), v_head_dim (not 0 or a multiple of 32 in 32..512), more than 2^20 rows or 4096 query heads, a block table
  * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
  * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
- * 32-token tiles); CGRT_ERROR_NOT_SUPPORTED (kv_dtype CGRT_MLA_KV_FP8_E4M3 with more
- * than 16 query heads per CTA: q_heads 33..64 or a multiple of 64; block rows that would run together with FP8 run apart instead, on the
- * FP8 kernel); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
+ * 32-token tiles; with an FP8 cache block rows that would run together run apart instead,
+ * on the FP8 kernel, which is no error); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
  * the counters would have to grow after the lock); CGRT_ERROR_CAPTURING;
  * CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_INTERNAL (kernel missing from the module);
  * CGRT_ERROR_DRIVER. Thread-safe. Must not be called while capturing. */

@@ -141,16 +141,17 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
 
 static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int groups, int page_size, int kv);
 
-/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32 (16 where the table
- * has no split kernel of 32 heads per CTA for the cache's dtype: FP8), else 64; the fast
- * path takes q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads,
- * tile) heads; every other count takes the generic path: groups of 16 heads, the last
- * partly masked. */
+/* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32, else 64, where the
+ * table has a split kernel of that many heads per CTA for the cache's dtype; 16 where it
+ * has none (FP8: the 16-head kernel is its only split kernel); the fast path takes
+ * q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads, tile) heads;
+ * every other count takes the generic path: groups of 16 heads, the last partly masked. */
 static void head_rule(cgrt_mla_plan *p) {
   const int q = p->q_heads;
   const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
   const int t32 = pick(CGRT__MLA_SPLIT, 32, 1, p->o.page_size, kv) ? 32 : 16;
-  p->tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? t32 : 64));
+  const int t64 = pick(CGRT__MLA_SPLIT, 64, 1, p->o.page_size, kv) ? 64 : 16;
+  p->tile = q <= 8 ? 8 : (q <= 16 ? 16 : (q <= 32 ? t32 : t64));
   const int t = q < p->tile ? q : p->tile;
   p->fast = q % t == 0;
   p->hg = p->fast ? t : 16;
@@ -237,12 +238,6 @@ static cgrt_status choose_kernels(cgrt_mla_plan *p) {
   const cgrt__mla_kernel *one_row = p->o.combine == CGRT_MLA_COMBINE_COUNTERS || p->unit > 1
                                         ? NULL : pick(CGRT__MLA_SPLIT_ONE_ROW, p->hg1, p->groups1, ps, kv);
   const cgrt__mla_kernel *sched = pick(CGRT__MLA_SCHEDULE, 0, 0, ps, 0), *comb = pick(CGRT__MLA_COMBINE, 0, 0, ps, 0);
-  if (!split && kv == CGRT__MLA_KV_FP8)
-    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
-                      "cgrt_mla_plan_create: an FP8 e4m3 KV cache takes at most 16 query heads per "
-                      "CTA; %d query heads (heads %d x dcp %d) give %d per CTA (use a bf16 cache, or "
-                      "a head count up to 32 or one that is not 33..64 or a multiple of 64)",
-                      p->q_heads, p->o.heads, p->o.dcp_world_size, p->hg);
   if (!split || !sched || !comb)
     return cgrt__fail(CGRT_ERROR_INTERNAL,
                       "cgrt_mla_plan_create: no kernel of kernels/mla/kernel_table.h takes %d heads "

@@ -31,11 +31,12 @@ TEST_F(MlaFp8, HeadCountsPagesBothStrategies) {
   std::mt19937 rng(31);
   int i = 0;
   // 12: fast path groups of 12; 24: the generic path (groups of 16, the last masked); 96:
-  // the generic path above 32 heads (groups of 16).
-  for (int h : {16, 12, 1, 8, 24, 32, 96})
+  // the generic path above 32 heads (groups of 16); 48, 64, 128: the fast path in groups
+  // of 16 (FP8 tiles by 16 above 16 heads).
+  for (int h : {16, 12, 1, 8, 24, 32, 96, 48, 64, 128})
     for (int ps : {16, 32, 64})
       for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS, CGRT_MLA_COMBINE_AUTO}) {
-        if (h == 96 && ps != 64) continue;
+        if (h > 32 && ps != (h == 64 ? 16 : 64)) continue;
         Case c = fp8_case(i++ % 2 ? 0.37f : 1.9f);
         c.reqs = emulated_ ? 3 : 6;
         c.heads = h;
@@ -176,8 +177,8 @@ TEST_F(MlaFp8, KvCachePast2To31Bytes) {
   check_kv_past_2to31(16, 20000, 1);  // and the one-row kernel
 }
 
-// The options' statuses: an FP8 cache with more than 16 query heads per CTA is not
-// supported (the 64-row kernels read bf16); bad dtypes and scales are invalid; an
+// The options' statuses: an FP8 cache takes every head count, in CTAs of at most 16
+// heads (the 32- and 64-row kernels read bf16); bad dtypes and scales are invalid; an
 // options struct that ends before kv_dtype gets the bf16 default.
 TEST_F(MlaFp8, OptionStatuses) {
   cgrt_mla_options o;
@@ -189,11 +190,19 @@ TEST_F(MlaFp8, OptionStatuses) {
   o.max_model_len = 4096;
   o.kv_dtype = CGRT_MLA_KV_FP8_E4M3;
   cgrt_mla_plan *p = nullptr;
+  // Every head count takes FP8, in CTAs of at most 16 heads (the bf16 plan of these
+  // counts runs 48 or 64 heads per CTA): the FP8 split kernel, no generic-path warning.
   for (int heads : {48, 64, 128}) {
     o.heads = heads;
-    EXPECT_EQ(cgrt_mla_plan_create(rt_, &o, &p), CGRT_ERROR_NOT_SUPPORTED) << heads;
-    EXPECT_EQ(p, nullptr);
-    EXPECT_NE(std::string(cgrt_last_error()).find("FP8"), std::string::npos) << cgrt_last_error();
+    CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
+    EXPECT_EQ(std::string(info.split_kernel), "cgrt_mla_split_t64_fp8") << heads;
+    EXPECT_EQ(info.heads_per_cta, 16) << heads;
+    EXPECT_EQ(info.head_groups, heads / 16) << heads;
+    cgrt_mla_plan_destroy(p);
+    p = nullptr;
   }
   o.heads = 16;
   for (float s : {0.f, -1.f, NAN, INFINITY}) {
