@@ -1228,6 +1228,8 @@ def table(out):
                          f"({r.get('speedup_over_plain_decode', 0):.2f}x plain), accepted {r['acceptance_rate']:.2f}, "
                          f"draft {r['draft_ms_per_proposed_token'] * 1e3:.1f} us/token"
                          + (f", greedy mismatches {r['greedy_check']['mismatches']}/{r['greedy_check']['compared']}"
+                            + (f" (reference margins <= {r['greedy_check']['largest_mismatch_margin']:.3g})"
+                               if r["greedy_check"].get("largest_mismatch_margin") is not None else "")
                             if "greedy_check" in r else ""))
     return lines
 

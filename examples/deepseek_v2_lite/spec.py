@@ -103,7 +103,9 @@ def compare_with_greedy(state, n, ref_tokens, ref_logits):
     the sequences diverge); each mismatch reports the reference's logit margin between
     its greedy token and the emitted one (a margin near 0 is a numerical tie: the verify
     rows run at another batch size than the plain step, so their GEMMs round
-    differently). Returns {"compared", "mismatches", "mismatch_details"}."""
+    differently). Returns {"compared", "mismatches", "mismatch_details",
+    "largest_mismatch_margin"} (the largest reference margin among the mismatches, None
+    without one)."""
     cursor = state["cursor"][:n].tolist()
     log = state["log"][:n].cpu()
     ref = ref_tokens.cpu()
@@ -119,7 +121,8 @@ def compare_with_greedy(state, n, ref_tokens, ref_logits):
                                 "logit_margin": float(lg[want] - lg[got]),
                                 "greedy_top2_margin": float(lg.topk(2).values[0] - lg.topk(2).values[1])})
                 break
-    return {"compared": compared, "mismatches": len(details), "mismatch_details": details}
+    return {"compared": compared, "mismatches": len(details), "mismatch_details": details,
+            "largest_mismatch_margin": max((d["logit_margin"] for d in details), default=None)}
 
 
 def setup_round(eng, rng, pages, gen, n, max_ctx, iters):
