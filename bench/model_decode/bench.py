@@ -107,9 +107,10 @@ loop. Per (k, batch 1/8/32) at --spec-context: a forced run (per-draft acceptanc
 seeded draws on the device: what a trained drafter that agrees that often would give)
 and a real run (greedy acceptance: drafts compared with the target's tokens on the
 device; the random model's drafter predicts the target's bigram part, W_proj = [I; 0],
-and agrees about 0.3 of the time: examples/deepseek_v2_lite/config.py), --spec-iters iterations back to back; tokens/s = emitted / GPU time against
-plain decode's tokens/s (spec.plain_decode, the decode set's synchronous step), the draft
-loop's cost per proposed token, and for the real run the emitted tokens against plain
+and agrees about 0.3 of the time: examples/deepseek_v2_lite/config.py), --spec-iters
+iterations back to back; tokens/s = emitted / GPU time against plain decode's tokens/s
+(spec.plain_decode, the decode set's synchronous step), the draft loop's cost per
+proposed token, and for the real run the emitted tokens against plain
 greedy decoding from the same state (mismatches with the logit margin that decided each).
 """
 import argparse

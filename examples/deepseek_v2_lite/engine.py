@@ -349,10 +349,11 @@ class Engine:
             device_patch=self.device_patch if device_patch is None else int(bool(device_patch)),
             warmup_runs=warmup_runs, warmup_once=warmup_once, serial_capture=serial_capture, **extra)
 
-    def capture_decode(self, sizes=None, account_pool=False):
+    def capture_decode(self, sizes=None, account_pool=False, **options):
         """Creates and captures the decode set; seconds. account_pool: log the private
-        pool's growth per bucket (GraphSet.pool_log)."""
-        self.decode_set = self.new_decode_set(sizes)
+        pool's growth per bucket (GraphSet.pool_log); options: new_decode_set's (e.g.
+        device_launch=1)."""
+        self.decode_set = self.new_decode_set(sizes, **options)
         if account_pool:
             self.decode_set.account_pool()
         t0 = time.perf_counter()

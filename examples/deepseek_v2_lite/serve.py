@@ -104,13 +104,7 @@ def main(argv=None):
             f" counters {ws['counter_bytes']} B); MLA plan {pi['split_kernel']}, {pi['splits']} splits, partials "
             f"{pi['workspace_bytes'] / 2**20:.2f} MiB (fixed split: {pi['fixed_split_bytes'] / 2**20:.2f} MiB)")
         stage("capturing the decode set")
-        if args.device_launch:
-            t0 = time.perf_counter()
-            eng.decode_set = eng.new_decode_set(device_launch=1)
-            eng.decode_set.capture()
-            secs = time.perf_counter() - t0
-        else:
-            secs = eng.capture_decode()
+        secs = eng.capture_decode(**({"device_launch": 1} if args.device_launch else {}))
         gs = eng.decode_set.stats()
         say(f"captured {gs['buckets']} buckets {eng.decode_sizes} in {secs:.2f} s ({gs['nodes']} nodes, "
             f"graph memory {gs['graph_memory_bytes'] / 2**20:.1f} MiB)")

@@ -144,8 +144,7 @@ def test_device_launched_decode_equals_eager(be):
     launched by cgrt's launcher (the emulation's reference of it), waited for with
     synchronize(), equals eager; every step is a device launch."""
     eng = Engine(be, REDUCED, 8, 300, 200, progress=_say)
-    eng.decode_set = eng.new_decode_set(device_launch=1)
-    eng.decode_set.capture()
+    eng.capture_decode(device_launch=1)
     assert all(b["device_launch"] for b in eng.decode_set.buckets())
     for step, ctxs in enumerate([[37], [5, 180, 64], [17, 90, 3, 250, 33]]):
         n = len(ctxs)

@@ -191,7 +191,7 @@ TEST_F(MlaFp8, OptionStatuses) {
   o.kv_dtype = CGRT_MLA_KV_FP8_E4M3;
   cgrt_mla_plan *p = nullptr;
   // Every head count takes FP8, in CTAs of at most 16 heads (the bf16 plan of these
-  // counts runs 48 or 64 heads per CTA): the FP8 split kernel, no generic-path warning.
+  // counts runs 48 or 64 heads per CTA): the FP8 split kernel, 16 heads per CTA.
   for (int heads : {48, 64, 128}) {
     o.heads = heads;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
