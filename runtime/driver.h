@@ -113,6 +113,16 @@ extern "C" {
     (hStream, phGraph))                                                                              \
   X(cuStreamIsCapturing, 10000, CGRT__REQUIRED,                                                      \
     (CUstream hStream, CUstreamCaptureStatus * captureStatus), (hStream, captureStatus))            \
+  X(cuStreamGetCaptureInfo, 12030, CGRT__REQUIRED,                                                  \
+    (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,                \
+     CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, \
+     size_t *numDependencies_out),                                                                  \
+    (hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,                  \
+     numDependencies_out))                                                                           \
+  X(cuStreamUpdateCaptureDependencies, 12030, CGRT__REQUIRED,                                        \
+    (CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,            \
+     size_t numDependencies, unsigned int flags),                                                    \
+    (hStream, dependencies, dependencyData, numDependencies, flags))                                 \
   X(cuEventCreate, 2000, CGRT__REQUIRED, (CUevent * phEvent, unsigned int Flags), (phEvent, Flags)) \
   X(cuEventDestroy, 4000, CGRT__REQUIRED, (CUevent hEvent), (hEvent))                                \
   X(cuEventRecord, 2000, CGRT__REQUIRED, (CUevent hEvent, CUstream hStream), (hEvent, hStream))      \
@@ -128,6 +138,12 @@ extern "C" {
     (hGraph, nodes, numNodes))                                                                       \
   X(cuGraphNodeGetType, 10000, CGRT__REQUIRED, (CUgraphNode hNode, CUgraphNodeType * type),         \
     (hNode, type))                                                                                   \
+  X(cuGraphNodeGetDependencies, 12030, CGRT__REQUIRED,                                              \
+    (CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData,                       \
+     size_t *numDependencies),                                                                       \
+    (hNode, dependencies, edgeData, numDependencies))                                                \
+  X(cuGraphKernelNodeCopyAttributes, 11000, CGRT__REQUIRED, (CUgraphNode dst, CUgraphNode src),      \
+    (dst, src))                                                                                      \
   X(cuGraphKernelNodeGetParams, 12000, CGRT__REQUIRED,                                               \
     (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS * nodeParams), (hNode, nodeParams))                 \
   X(cuGraphKernelNodeSetAttribute, 11000, CGRT__REQUIRED,                                            \

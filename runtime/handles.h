@@ -30,7 +30,8 @@ typedef enum cgrt__handle_kind {
   CGRT__HANDLE_MLA_PLAN = 3,
   CGRT__HANDLE_MODULE = 4,
   CGRT__HANDLE_EVENT = 5,
-  CGRT__HANDLE_DCP_GROUP = 6
+  CGRT__HANDLE_DCP_GROUP = 6,
+  CGRT__HANDLE_SEGMENT = 7
 } cgrt__handle_kind;
 
 /* Zeroed storage of `bytes` for a handle object, at addresses no earlier call returned

@@ -79,15 +79,24 @@ class _Segments:
     patched node runs on the rebound memory)."""
 
     def __init__(self):
-        self.sites, self.next_id, self.error = {}, 1, None
+        self.sites, self.ids, self.next_id, self.error = {}, {}, 1, None
         self.lock = threading.Lock()
         cgrt.register_emulated_kernel(_SEG_KERNEL, [8] * (1 + SEG_MAX_TENSORS), self._run)
 
     def add(self, fn, tensors, once):
+        """The id of fn over tensors of these shapes: one id per (fn, shapes) unless
+        `once`, so that two layers running the same function on their own tensors launch
+        the same kernel with the same parameters but for the addresses (cgrt.repeat)."""
+        specs = [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors]
+        key = (fn, tuple(specs))
         with self.lock:
+            if not once and key in self.ids:
+                return self.ids[key]
             sid = self.next_id
             self.next_id += 1
-            self.sites[sid] = (fn, [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors], once)
+            self.sites[sid] = (fn, specs, once)
+            if not once:
+                self.ids[key] = sid
         return sid
 
     def _run(self, call):
@@ -255,6 +264,11 @@ class Backend:
         if not self.has_mem_register and self._registered:
             self._push_ranges()
         return s
+
+    def repeat(self, stream, count, run, buffers):
+        """The layers of a step under a capture by one of the sets: cgrt.repeat (layer 0
+        and 1 run and compared, the others appended as copies); returns its report."""
+        return cgrt.repeat(self.rt, stream, count, run, buffers, capturing=True)
 
     # ---- PyTorch work inside a step ----
     def segment(self, stream, fn, *tensors, once=False):

@@ -86,7 +86,7 @@ DIRS = {"token_ids": cg.IN, "req_seq_lens": cg.IN, "req_positions": cg.IN, "bloc
 class Engine:
     def __init__(self, be, cfg: ModelConfig, max_num_seqs, max_model_len, num_pages, spec_k=0, spec_seqs=0,
                  kv_distinct=None, checked=False, alpha=None, log_width=512, stream=None, progress=print,
-                 decode_sizes=None, device_patch=True, pdl=True, vproj=True):
+                 decode_sizes=None, device_patch=True, pdl=True, vproj=True, layer_segments=True):
         cfg.check()
         if spec_k < 0:
             raise ValueError("spec_k: 0 (no speculative decoding) or >= 1 draft tokens per iteration")
@@ -104,6 +104,10 @@ class Engine:
         # the sets' moved kernel nodes are rewritten on the device from a pinned mailbox (no
         # driver call per node; WHILE draft graphs and the emulation patch on the host)
         self.device_patch = int(bool(device_patch))
+        # capture layers 0 and 1 per bucket and append the others as copies (cgrt.repeat);
+        # layer_reports: rows of the bucket -> its cgrt.RepeatReport, per captured set
+        self.layer_segments = bool(layer_segments)
+        self.layer_reports = {}
         self.checked = checked
         t0 = time.perf_counter()
         self.weights = Weights(cfg, dev, with_drafter=bool(spec_k))
@@ -225,11 +229,17 @@ class Engine:
                 "acc": self.acc_sum, "match": self.match_sum, "iters": self.iters}
 
     # ---- step callables ----
-    def _ex(self, stream):
-        return Exec(self.be, stream, kernels=self.be.emulated)
+    def _ex(self, stream, b=None):
+        return Exec(self.be, stream, kernels=self.be.emulated, capturing=bool(b is not None and b.capturing),
+                    layer_segments=self.layer_segments)
+
+    def _forward(self, ex, b, what):
+        self.model.forward(ex, b, b.padded_rows, self.plan)
+        if ex.report is not None:
+            self.layer_reports[(what, b.padded_rows)] = ex.report
 
     def _decode_step(self, stream, b):
-        self.model.forward(self._ex(stream), b, b.padded_rows, self.plan)
+        self._forward(self._ex(stream, b), b, "decode")
 
     def _expand(self, L, P, x, dtok, bt, vL, vP, vtok, vbt):
         """Lays out the verify batch: request r becomes rows r*(k+1) + j, j = 0..k, with
@@ -315,9 +325,9 @@ class Engine:
                V["block_table"][:Bk])
 
     def _verify_step(self, stream, b):
-        ex = self._ex(stream)
+        ex = self._ex(stream, b)
         B = b.padded_rows
-        self.model.forward(ex, b, B, self.plan)
+        self._forward(ex, b, "verify")
         self._accept_seg(ex, b, B)
 
     def _accept_seg(self, ex, t, B):

@@ -44,6 +44,20 @@ def apply_rope(x, cos, sin):
     return rope_ref(x, cos, sin)
 
 
+def _aligned(t, align=256):
+    """t on a GPU (PyTorch's CUDA allocator places tensors 512-byte aligned); on the CPU
+    (cgrt's emulation) t at a 256-byte-aligned address, as device memory would be: layer
+    segments (cgrt.repeat) move a layer's addresses by multiples of 256 bytes."""
+    if t.device.type != "cpu" or t.data_ptr() % align == 0:
+        return t
+    n = t.numel() * t.element_size()
+    raw = torch.empty(n + align, dtype=torch.uint8)
+    off = (-raw.data_ptr()) % align
+    out = raw[off:off + n].view(t.dtype).view(t.shape)
+    out.copy_(t)
+    return out
+
+
 class _Init:
     """Seeded weights: one generator on the device, drawn in a fixed order (the same seed
     gives the same weights on the same kind of device)."""
@@ -56,10 +70,10 @@ class _Init:
     def normal(self, shape, std, dtype=torch.bfloat16):
         t = torch.empty(shape, dtype=torch.float32, device=self.device)
         t.normal_(0.0, std, generator=self.g)
-        return t.to(dtype)
+        return _aligned(t.to(dtype))
 
     def ones(self, n):
-        return torch.ones(n, dtype=torch.bfloat16, device=self.device)
+        return _aligned(torch.ones(n, dtype=torch.bfloat16, device=self.device))
 
 
 def layer_weights(cfg: ModelConfig, init: _Init):
@@ -127,7 +141,7 @@ class KVCache:
         self.cfg, self.num_pages, self.page = cfg, num_pages, cfg.page_size
         self.distinct = layers if distinct is None else max(1, min(distinct, layers))
         alloc = torch.zeros if zero else torch.empty
-        self.caches = [alloc((num_pages + 1, cfg.page_size, cfg.latent), dtype=torch.bfloat16, device=device)
+        self.caches = [_aligned(alloc((num_pages + 1, cfg.page_size, cfg.latent), dtype=torch.bfloat16, device=device))
                        for _ in range(self.distinct)]
         self.layer_cache = [self.caches[l % self.distinct] for l in range(layers)]
         self.trash_slot = num_pages * cfg.page_size
@@ -174,8 +188,21 @@ class Exec:
     callbacks, so that they are captured); otherwise they are plain calls on the current
     (PyTorch) stream."""
 
-    def __init__(self, be, stream, kernels):
+    def __init__(self, be, stream, kernels, capturing=False, layer_segments=False):
         self.be, self.stream, self.kernels = be, stream, kernels
+        self.capturing, self.layer_segments = capturing, layer_segments
+        self.report = None  # the last repeat()'s cgrt.RepeatReport (layer segments)
+
+    def repeat(self, count, run, buffers):
+        """Runs layers 0..count-1 (run(l)); under a cgrt capture with layer_segments, the
+        first layer(s) run and cgrt appends copies of them with layer l's buffers
+        (buffers(l), cgrt.repeat: compared on layer 1 first, every layer run where the
+        comparison fails)."""
+        if not (self.capturing and self.layer_segments):
+            for l in range(count):
+                run(l)
+            return
+        self.report = self.be.repeat(self.stream, count, run, buffers)
 
     def seg(self, fn, *tensors):
         if self.kernels:
@@ -246,41 +273,43 @@ class Model:
     def _embed(self, tokens, hidden):
         torch.index_select(self.w.embed, 0, tokens, out=hidden)
 
-    def _pre_attn(self, lw, kv_cache, trash_slot):
+    # The per-layer segments are fixed functions that take the layer's weights as tensors
+    # (never closures over one layer's): every layer launches the same work but for its
+    # buffers, which is what lets a capture copy a layer for the others (cgrt.repeat).
+    _PRE_W = ("attn_norm", "w_qkv", "w_uk", "kv_norm")
+    _POST_W = ("w_uv_t", "w_o", "mlp_norm", "w_gate_up", "w_down")
+
+    def _pre_attn(self, hidden, positions, slots, kv, q_out, attn_norm, w_qkv, w_uk, kv_norm):
         cfg = self.cfg
         H, nope, R, qk = cfg.heads, cfg.qk_nope, cfg.kv_lora_rank, cfg.qk_head
+        B = hidden.shape[0]
+        x = rms_norm_into(hidden, attn_norm, cfg.rms_eps, torch.empty_like(hidden))
+        qkv = torch.mm(x, w_qkv)
+        q_nope = qkv[:, :H * qk].view(B, H, qk)[..., :nope].transpose(0, 1)  # [H, B, nope], no copy
+        torch.bmm(q_nope, w_uk, out=q_out[:, :, :R].transpose(0, 1))  # straight into q
+        # last before the MLA: it writes neither seq_lens nor the block table and lets
+        # the MLA split launch early (programmatic_launch 2, engine.py)
+        rope_kv_write(qkv, positions, slots, self.cos, self.sin, kv_norm, cfg.rms_eps, kv, q_out,
+                      self._trash_slot(kv), H, qk, nope)
 
-        def fn(hidden, positions, slots, kv, q_out):
-            B = hidden.shape[0]
-            x = rms_norm_into(hidden, lw["attn_norm"], cfg.rms_eps, torch.empty_like(hidden))
-            qkv = torch.mm(x, lw["w_qkv"])
-            q_nope = qkv[:, :H * qk].view(B, H, qk)[..., :nope].transpose(0, 1)  # [H, B, nope], no copy
-            torch.bmm(q_nope, lw["w_uk"], out=q_out[:, :, :R].transpose(0, 1))  # straight into q
-            # last before the MLA: it writes neither seq_lens nor the block table and lets
-            # the MLA split launch early (programmatic_launch 2, engine.py)
-            rope_kv_write(qkv, positions, slots, self.cos, self.sin, lw["kv_norm"], cfg.rms_eps, kv, q_out,
-                          trash_slot, H, qk, nope)
+    def _trash_slot(self, kv):
+        """The trash slot of a cache: its last page (KVCache)."""
+        return (kv.shape[0] - 1) * kv.shape[1]
 
-        return fn
-
-    def _post_attn(self, lw):
+    def _post_attn(self, attn, hidden, w_uv_t, w_o, mlp_norm, w_gate_up, w_down):
         cfg = self.cfg
         H, vh = cfg.heads, cfg.v_head
-
-        def fn(attn, hidden):
-            B = attn.shape[0]
-            if attn.shape[-1] == vh:  # projected by cgrt's MLA already (cgrt_mla_vproj)
-                o = attn
-            else:
-                o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
-                torch.bmm(attn.transpose(0, 1), lw["w_uv_t"], out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
-            hidden.addmm_(o.view(B, H * vh), lw["w_o"])
-            x = rms_norm_into(hidden, lw["mlp_norm"], cfg.rms_eps, torch.empty_like(hidden))
-            gu = torch.mm(x, lw["w_gate_up"])
-            a = silu_mul_into(gu, torch.empty((B, cfg.intermediate), dtype=gu.dtype, device=gu.device))
-            hidden.addmm_(a, lw["w_down"])
-
-        return fn
+        B = attn.shape[0]
+        if attn.shape[-1] == vh:  # projected by cgrt's MLA already (cgrt_mla_vproj)
+            o = attn
+        else:
+            o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
+            torch.bmm(attn.transpose(0, 1), w_uv_t, out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
+        hidden.addmm_(o.view(B, H * vh), w_o)
+        x = rms_norm_into(hidden, mlp_norm, cfg.rms_eps, torch.empty_like(hidden))
+        gu = torch.mm(x, w_gate_up)
+        a = silu_mul_into(gu, torch.empty((B, cfg.intermediate), dtype=gu.dtype, device=gu.device))
+        hidden.addmm_(a, w_down)
 
     def _head(self, hidden, out_hidden, out_tokens):
         x = rms_norm_into(hidden, self.w.final_norm, self.cfg.rms_eps, torch.empty_like(hidden))
@@ -289,13 +318,14 @@ class Model:
         out_hidden.copy_(hidden)
 
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
-        ex.seg(self._pre_attn(lw, kv_cache, trash_slot), act.hidden[:B], io["positions"][:B],
-               io["slot_mapping"][:B], kv_cache, act.q[:B])
+        assert trash_slot == self._trash_slot(kv_cache)
+        ex.seg(self._pre_attn, act.hidden[:B], io["positions"][:B], io["slot_mapping"][:B], kv_cache, act.q[:B],
+               *[lw[k] for k in self._PRE_W])
         # where cgrt's plan projects (steps of few rows), MLA writes o_proj's input itself:
         # no W_UV bmm after it (_post_attn sees the v_head-wide output)
         attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
                       self.cfg.softmax_scale, proj=(act.o[:B], lw["w_uv_t"]))
-        ex.seg(self._post_attn(lw), attn, act.hidden[:B])
+        ex.seg(self._post_attn, attn, act.hidden[:B], *[lw[k] for k in self._POST_W])
 
     # ---- steps ----
     def forward(self, ex: Exec, io, B, plan):
@@ -308,8 +338,9 @@ class Model:
                                  "out_hidden")}
         ex.step_begin(io, B)
         ex.seg(self._embed, io["token_ids"][:B], act.hidden[:B])
-        for l, lw in enumerate(self.w.layers):
-            self._layer(ex, lw, self.kv.layer_cache[l], self.kv.trash_slot, act, io, plan, B)
+        layers, caches = self.w.layers, self.kv.layer_cache
+        ex.repeat(len(layers), lambda l: self._layer(ex, layers[l], caches[l], self.kv.trash_slot, act, io, plan, B),
+                  lambda l: list(layers[l].values()) + [caches[l]])
         ex.seg(self._head, act.hidden[:B], io["out_hidden"][:B], io["out_tokens"][:B])
 
     def _draft_in(self, dw):

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backend as cg  # noqa: E402
-from config import REDUCED, vllm_capture_sizes  # noqa: E402
+from config import REDUCED, vllm_capture_sizes, with_layers  # noqa: E402
 from engine import Engine, pages_for  # noqa: E402
 from model import Exec, apply_rope, reference_attention_unabsorbed, reference_mla, rms_norm  # noqa: E402
 
@@ -139,6 +139,37 @@ def test_captured_step_equals_eager_with_rebinding(be):
     assert not torch.equal(outs[0], outs[3])
 
 
+def test_layer_segments_capture_two_layers_and_copy_the_rest(be):
+    """Under capture the engine runs layers 0 and 1, cgrt compares them and appends the
+    others as copies with their own weights and caches (cgrt.repeat); the graph holds as
+    many nodes as with every layer captured, and replays to the eager result."""
+    cfg = with_layers(REDUCED, 5)
+    full = Engine(be, cfg, 4, 300, 200, progress=_say, layer_segments=False)
+    full.capture_decode()
+    nodes_full = full.decode_set.stats()["nodes"]
+    assert full.layer_reports == {}
+    eng = Engine(be, cfg, 4, 300, 200, progress=_say)
+    eng.capture_decode()
+    reps = eng.layer_reports
+    assert sorted(rows for _, rows in reps) == [1, 2, 4]
+    for key, r in reps.items():
+        assert r.fallback is None, f"{key}: {r.fallback}"
+        assert (r.run_layers, r.appended) == (2, 3), key
+        assert r.segment_nodes >= 3, key  # two torch segments and the MLA at least
+    assert eng.decode_set.stats()["nodes"] == nodes_full
+    inputs = _requests(eng, 3, [40, 7, 150], seed=11)
+    eng.decode_set.step(3, bind=inputs)
+    B = eng.decode_set.bucket_rows(3)
+    got_tok, got_h = eng.dec["out_tokens"][:B].clone(), eng.dec["out_hidden"][:B].clone()
+    eng.eager_decode(inputs, 3, B)
+    assert torch.equal(got_tok, eng.ref["out_tokens"][:B])
+    assert torch.equal(got_h, eng.ref["out_hidden"][:B])
+    # every layer's cache got its own row: the copies wrote layer l's cache, not layer 1's
+    slot = int(eng.dec["slot_mapping"][0])
+    rows = [eng.kv.layer_cache[l].view(-1, cfg.latent)[slot].float() for l in range(cfg.layers)]
+    assert all(not torch.equal(rows[a], rows[b]) for a in range(cfg.layers) for b in range(a))
+
+
 def test_device_launched_decode_equals_eager(be):
     """The decode set with device_launch: each step triggered through pinned memory and
     launched by cgrt's launcher (the emulation's reference of it), waited for with
@@ -205,7 +236,7 @@ def test_absorbed_mla_matches_textbook_mla(be):
     lw, kv = eng.weights.layers[0], eng.kv.layer_cache[0]
     d = eng.dec
     q = torch.zeros_like(eng.act.q[:B])
-    eng.model._pre_attn(lw, kv, eng.kv.trash_slot)(hidden, d["positions"][:B], d["slot_mapping"][:B], kv, q)
+    eng.model._pre_attn(hidden, d["positions"][:B], d["slot_mapping"][:B], kv, q, *[lw[k] for k in eng.model._PRE_W])
     attn = torch.zeros_like(eng.act.attn[:B])
     lse = torch.zeros_like(eng.act.lse[:B])
     Exec(be, None, kernels=False).mla(eng.plan, q, kv, inputs["block_table"], d["seq_lens"], attn, lse, B,

@@ -151,6 +151,10 @@ class MlaArgs(Structure):
                 ("w_uv", CUdeviceptr)]
 
 
+class Remap(Structure):
+    _fields_ = [("from", CUdeviceptr), ("to", CUdeviceptr), ("bytes", c_size_t)]
+
+
 STRUCTS = {  # C name -> ctypes class (tests compare layouts with the C compiler's)
     "cgrt_runtime_options": RuntimeOptions, "cgrt_runtime_info": RuntimeInfo,
     "cgrt_tensor_desc": TensorDesc, "cgrt_workspace_stats": WorkspaceStats,
@@ -159,6 +163,7 @@ STRUCTS = {  # C name -> ctypes class (tests compare layouts with the C compiler
     "cgrt_range": Range, "cgrt_graphs_options": GraphsOptions, "cgrt_binding": Binding,
     "cgrt_graphs_stats": GraphsStats, "cgrt_bucket_info": BucketInfo,
     "cgrt_mla_options": MlaOptions, "cgrt_mla_plan_info": MlaPlanInfo, "cgrt_mla_args": MlaArgs,
+    "cgrt_remap": Remap,
 }
 
 S = "status"  # restype marker: a cgrt_status, checked (a failure raises)
@@ -210,6 +215,14 @@ SIGNATURES = {
     "cgrt_event_synchronize": (S, [handle]),
     "cgrt_event_query": (S, [handle, P(c_int)]),
     "cgrt_event_elapsed_ms": (S, [handle, handle, P(c_float)]),
+    # cgrt_segment.h
+    "cgrt_stream_capturing": (S, [handle, CUstream, P(c_int)]),
+    "cgrt_segment_begin": (S, [handle, CUstream, P(handle)]),
+    "cgrt_segment_end": (S, [handle]),
+    "cgrt_segment_nodes": (S, [handle, P(c_size_t)]),
+    "cgrt_segment_append": (S, [handle, P(Remap), c_size_t]),
+    "cgrt_segment_compare": (S, [handle, handle, P(Remap), c_size_t]),
+    "cgrt_segment_destroy": (None, [handle]),
     # cgrt_module.h
     "cgrt_module_load": (S, [handle, c_void_p, P(handle)]),
     "cgrt_module_unload": (S, [handle]),

@@ -365,6 +365,47 @@ CUresult cgrt__emu_cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph
   return r;
 }
 
+/* A node's dependencies in the order they were given; the emulation keeps no edge data,
+ * so every edge reads as the default. */
+CUresult cgrt__emu_cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                              CUgraphEdgeData *edgeData, size_t *numDependencies) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (numDependencies == NULL || (edgeData != NULL && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  cgrt__emu_lock();
+  if (!cgrt__emu_reg_is(hNode, EMU_K_NODE)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (dependencies == NULL) {
+    *numDependencies = hNode->ndeps;
+  } else {
+    size_t cap = *numDependencies, n = hNode->ndeps < cap ? hNode->ndeps : cap;
+    for (size_t i = 0; i < cap; i++) {
+      dependencies[i] = i < n ? hNode->deps[i] : NULL;
+      if (edgeData != NULL) memset(&edgeData[i], 0, sizeof(edgeData[i]));
+    }
+    *numDependencies = n;
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+/* Copies the attributes the emulation models (device-updatable) from src to dst. */
+CUresult cgrt__emu_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  cgrt__emu_lock();
+  struct CUgraphNode_st *d = node_of(dst, CU_GRAPH_NODE_TYPE_KERNEL);
+  const struct CUgraphNode_st *s = node_of(src, CU_GRAPH_NODE_TYPE_KERNEL);
+  if (d == NULL || s == NULL)
+    r = CUDA_ERROR_INVALID_VALUE;
+  else if (d->u.k.dev_updatable && !s->u.k.dev_updatable)
+    r = CUDA_ERROR_INVALID_VALUE; /* a node cannot opt out once device-updatable */
+  else
+    d->u.k.dev_updatable = s->u.k.dev_updatable;
+  cgrt__emu_unlock();
+  return r;
+}
+
 /* ---- test helpers (emu.h) ---- */
 size_t cgrt__emu_node_dependencies(CUgraphNode node, CUgraphNode *deps, size_t cap) {
   size_t n = 0;

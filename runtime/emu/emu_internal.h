@@ -220,6 +220,8 @@ struct CUstream_st {
   emu_capture *cap;
   struct CUgraphNode_st **deps; /* capture: what the next node depends on */
   size_t ndeps, capdeps;
+  CUgraphEdgeData *edges; /* cuStreamGetCaptureInfo's edge data: [capedges], all default */
+  size_t capedges;
   struct CUstream_st *prev, *next;
 };
 

@@ -176,6 +176,7 @@ CUresult cgrt__emu_cuStreamDestroy(CUstream hStream) {
     if (s->next) s->next->prev = s->prev;
     cgrt__emu_counts.streams--;
     free(s->deps);
+    free(s->edges);
     free(s);
   }
   cgrt__emu_unlock();
@@ -363,6 +364,75 @@ CUresult cgrt__emu_cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *
   } else {
     *captureStatus = hStream->cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+/* The capture's dependency set as the driver reports it: the emulation keeps no edge
+ * data, so every edge is the default (full completion) and the edge array is zeros. */
+CUresult cgrt__emu_cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                          cuuint64_t *id_out, CUgraph *graph_out,
+                                          const CUgraphNode **dependencies_out,
+                                          const CUgraphEdgeData **edgeData_out,
+                                          size_t *numDependencies_out) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (captureStatus_out == NULL || (edgeData_out != NULL && dependencies_out == NULL))
+    return CUDA_ERROR_INVALID_VALUE;
+  r = cgrt__emu_cuStreamIsCapturing(hStream, captureStatus_out);
+  if (r != CUDA_SUCCESS || *captureStatus_out != CU_STREAM_CAPTURE_STATUS_ACTIVE) return r;
+  cgrt__emu_lock();
+  struct CUstream_st *s = hStream;
+  if (!cgrt__emu_reg_is(s, EMU_K_STREAM) || s->cap == NULL) {
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; /* ended by another thread meanwhile */
+  } else {
+    if (edgeData_out != NULL && s->ndeps > s->capedges) {
+      CUgraphEdgeData *e = realloc(s->edges, s->ndeps * sizeof(*e));
+      if (e == NULL) r = CUDA_ERROR_OUT_OF_MEMORY;
+      else {
+        s->edges = e;
+        s->capedges = s->ndeps;
+      }
+    }
+    if (r == CUDA_SUCCESS) {
+      if (s->capedges) memset(s->edges, 0, s->capedges * sizeof(*s->edges));
+      if (id_out != NULL) *id_out = s->cap->id;
+      if (graph_out != NULL) *graph_out = s->cap->graph;
+      if (dependencies_out != NULL) *dependencies_out = (const CUgraphNode *)s->deps;
+      if (edgeData_out != NULL) *edgeData_out = s->ndeps ? s->edges : NULL;
+      if (numDependencies_out != NULL) *numDependencies_out = s->ndeps;
+    }
+  }
+  cgrt__emu_unlock();
+  return r;
+}
+
+/* Replaces (CU_STREAM_SET_CAPTURE_DEPENDENCIES) or extends (CU_STREAM_ADD_CAPTURE_DEPENDENCIES,
+ * 0) the capture's dependency set with nodes of its graph. Non-default edge data is not
+ * modeled: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cgrt__emu_cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                                     const CUgraphEdgeData *dependencyData,
+                                                     size_t numDependencies, unsigned int flags) {
+  CUresult r = cgrt__emu_check_init();
+  if (r != CUDA_SUCCESS) return r;
+  if (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES && flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; dependencyData != NULL && i < numDependencies; i++) {
+    static const CUgraphEdgeData zero;
+    if (memcmp(&dependencyData[i], &zero, sizeof zero) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  cgrt__emu_lock();
+  if (!cgrt__emu_reg_is(hStream, EMU_K_STREAM)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (hStream->cap == NULL) {
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  } else if (hStream->cap->invalidated) {
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  } else if ((r = cgrt__emu_check_deps(hStream->cap->graph, dependencies, numDependencies)) == CUDA_SUCCESS) {
+    struct CUgraphNode_st *const *d = (struct CUgraphNode_st *const *)dependencies;
+    r = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES ? deps_set(hStream, d, numDependencies)
+                                                    : deps_add(hStream, d, numDependencies);
   }
   cgrt__emu_unlock();
   return r;
