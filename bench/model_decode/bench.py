@@ -431,6 +431,12 @@ def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
     cgrt_total = None if pool_total is None else pool_total + memnodes + tables
     cap["cgrt"] = {
         "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "breakdown": variants,
+        "layer_segments": {"enabled": eng.layer_segments,
+                           "reports": [{"set": what, "rows": rows, **r.as_dict()}
+                                       for (what, rows), r in sorted(eng.layer_reports.items())],
+                           "note": "per bucket (the last capture of it): layers the host ran under capture, "
+                                   "layers cgrt appended as copies (cgrt.repeat), nodes per copied layer, and "
+                                   "why every layer was captured instead (fallback, null when it was not)"},
         "buckets": buckets, "nodes": st["nodes"], "memory_per_bucket": per_bucket,
         "pool_bytes": pool_total, "pool_growth_sum_bytes": sum(b["pool_growth_bytes"] or 0 for b in per_bucket),
         "memory_node_bytes": memnodes, "cgrt_table_bytes": tables,
@@ -450,6 +456,9 @@ def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
                        "across the capture sequence minus torch's reserved growth (the kept sets: executable "
                        "graphs' driver storage plus cgrt's tables; no API reports the executables' storage "
                        "exactly)"}
+    fb = {r.fallback for r in eng.layer_reports.values() if r.fallback}
+    say(f"layer segments: {sum(r.appended for r in eng.layer_reports.values())} layers appended over "
+        f"{len(eng.layer_reports)} captures" + (f"; fallbacks: {sorted(fb)}" if fb else ""))
     say(f"cgrt captured {st['buckets']} buckets in {secs:.3f} s ({st['nodes']} nodes); graph memory "
         f"{(cgrt_total or 0) / 2**20:.2f} MiB (pool {(pool_total or 0) / 2**20:.2f} MiB + memory nodes "
         f"{memnodes} B + cgrt tables {tables} B)")

@@ -155,29 +155,36 @@ def repeat(runtime, stream, count, run, buffers, verify=True, capturing=None):
         rep.run_layers = count
         return rep
     segments = []
+
+    def run_rest(first_left, why):
+        rep.fallback = why
+        for i in range(first_left, count):
+            run(i)
+        rep.run_layers = count
+        return rep
+
     try:
         s0 = Segment(runtime, stream)
         segments.append(s0)
         run(0)
-        s0.end()
+        try:
+            s0.end()  # NotSupportedError: a node cgrt cannot copy (the capture is unaffected)
+        except NotSupportedError as e:
+            return run_rest(1, e.message)
         base, rep.run_layers = s0, 1
         if verify:
             s1 = Segment(runtime, stream)
             segments.append(s1)
             run(1)
-            s1.end()
             rep.run_layers = 2
             try:
+                s1.end()
                 s0.compare(s1, check)
             except NotSupportedError as e:
-                rep.fallback = e.message
-                for i in range(2, count):
-                    run(i)
-                rep.run_layers = count
-                return rep
+                return run_rest(2, e.message)
             base = s1
         rep.segment_nodes = base.nodes
-        for r in remaps:
+        for r in remaps:  # a failure here fails the capture (copies half added)
             base.append(r)
             rep.appended += 1
         return rep
