@@ -122,6 +122,7 @@ cgrt_status gx_capture_front(cgrt_graphs *set, gx_exec *e, int warmup) {
   if (warmup > 0) {
     cgrt_batch_desc d;
     gx_fill_desc(set, e, set->current, &d);
+    d.warmup = 1;
     for (int w = 0; w < warmup; w++) {
       st = enqueue_body(set, set->cap_stream, e, &d, 0, set->current);
       if (st != CGRT_SUCCESS) {

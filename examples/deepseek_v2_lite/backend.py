@@ -265,10 +265,11 @@ class Backend:
             self._push_ranges()
         return s
 
-    def repeat(self, stream, count, run, buffers):
+    def repeat(self, stream, count, run, buffers, warmup=False):
         """The layers of a step under a capture by one of the sets: cgrt.repeat (layer 0
-        and 1 run and compared, the others appended as copies); returns its report."""
-        return cgrt.repeat(self.rt, stream, count, run, buffers, capturing=True)
+        and 1 run and compared, the others appended as copies); in the warm-up before
+        it, layers 0 and 1 only. Returns its report."""
+        return cgrt.repeat(self.rt, stream, count, run, buffers, capturing=not warmup, warmup=warmup)
 
     # ---- PyTorch work inside a step ----
     def segment(self, stream, fn, *tensors, once=False):

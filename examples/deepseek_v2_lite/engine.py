@@ -231,7 +231,7 @@ class Engine:
     # ---- step callables ----
     def _ex(self, stream, b=None):
         return Exec(self.be, stream, kernels=self.be.emulated, capturing=bool(b is not None and b.capturing),
-                    layer_segments=self.layer_segments)
+                    layer_segments=self.layer_segments, warmup=bool(b is not None and b.warmup))
 
     def _forward(self, ex, b, what):
         self.model.forward(ex, b, b.padded_rows, self.plan)

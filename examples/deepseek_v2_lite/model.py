@@ -188,21 +188,23 @@ class Exec:
     callbacks, so that they are captured); otherwise they are plain calls on the current
     (PyTorch) stream."""
 
-    def __init__(self, be, stream, kernels, capturing=False, layer_segments=False):
+    def __init__(self, be, stream, kernels, capturing=False, layer_segments=False, warmup=False):
         self.be, self.stream, self.kernels = be, stream, kernels
-        self.capturing, self.layer_segments = capturing, layer_segments
+        self.capturing, self.layer_segments, self.warmup = capturing, layer_segments, warmup
         self.report = None  # the last repeat()'s cgrt.RepeatReport (layer segments)
 
     def repeat(self, count, run, buffers):
         """Runs layers 0..count-1 (run(l)); under a cgrt capture with layer_segments, the
         first layer(s) run and cgrt appends copies of them with layer l's buffers
         (buffers(l), cgrt.repeat: compared on layer 1 first, every layer run where the
-        comparison fails)."""
-        if not (self.capturing and self.layer_segments):
+        comparison fails); a warm-up before such a capture runs those layers only."""
+        if not ((self.capturing or self.warmup) and self.layer_segments):
             for l in range(count):
                 run(l)
             return
-        self.report = self.be.repeat(self.stream, count, run, buffers)
+        rep = self.be.repeat(self.stream, count, run, buffers, warmup=self.warmup)
+        if not self.warmup:
+            self.report = rep
 
     def seg(self, fn, *tensors):
         if self.kernels:

@@ -147,9 +147,18 @@ def test_layer_segments_capture_two_layers_and_copy_the_rest(be):
     full = Engine(be, cfg, 4, 300, 200, progress=_say, layer_segments=False)
     full.capture_decode()
     nodes_full = full.decode_set.stats()["nodes"]
+    full_runs = []
+    pre_full = full.model._pre_attn
+    full.model._pre_attn = lambda *a: (full_runs.append(1), pre_full(*a))
+    full.capture_decode()
+    assert len(full_runs) == cfg.layers  # without segments the warm-up runs every layer
     assert full.layer_reports == {}
     eng = Engine(be, cfg, 4, 300, 200, progress=_say)
+    runs = []
+    pre = eng.model._pre_attn  # counts the layers that run (eagerly: the warm-up's)
+    eng.model._pre_attn = lambda *a: (runs.append(1), pre(*a))
     eng.capture_decode()
+    assert len(runs) == 2, "the warm-up runs the layers the capture runs: 0 and 1"
     reps = eng.layer_reports
     assert sorted(rows for _, rows in reps) == [1, 2, 4]
     for key, r in reps.items():

@@ -109,6 +109,13 @@ typedef struct cgrt_batch_desc {
    * events or allocations. A callback that cannot comply returns an error: the set then
    * keeps the unrolled loop for that bucket. */
   int while_body;
+  /* 1 when the callback runs as a warm-up before a bucket's capture (options.warmup_runs:
+   * eager, on the capture stream, its results discarded), 0 otherwise (captures, and
+   * eager steps past the largest bucket, which must compute the step). A warm-up exists
+   * to run, once outside capture, the code the capture will run (lazy initialization,
+   * kernel selection): a step that captures some layers once and has cgrt copy them
+   * for the others (include/cgrt/cgrt_segment.h) may warm up those layers only. */
+  int warmup;
 } cgrt_batch_desc;
 
 /* Launches one decode step for `batch` on `stream` (and only there, or on streams joined

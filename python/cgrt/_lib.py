@@ -61,7 +61,7 @@ class BatchDesc(Structure):
     _fields_ = [("mode", c_int), ("block_len", c_int), ("num_reqs", c_int), ("rows", c_int),
                 ("padded_reqs", c_int), ("padded_rows", c_int), ("capturing", c_int),
                 ("draft_step", c_int), ("buffers", POINTER(CUdeviceptr)), ("num_buffers", c_size_t),
-                ("while_body", c_int)]
+                ("while_body", c_int), ("warmup", c_int)]
 
 
 class BufferDesc(Structure):

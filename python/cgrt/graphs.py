@@ -42,20 +42,22 @@ class Batch:
     """What the step is asked to launch (cgrt_batch_desc): ``mode`` ("decode", "block" or
     "verify": causal blocks), ``block_len``, ``num_reqs``, ``rows``, ``padded_reqs``, ``padded_rows`` (the
     rows the launched work must cover), ``capturing`` (True under stream capture: no
-    synchronization, no reading results back), ``draft_step``, ``while_body``,
+    synchronization, no reading results back), ``warmup`` (True for a warm-up run before a
+    bucket's capture: eager, results discarded; see cgrt.repeat), ``draft_step``, ``while_body``,
     ``stream`` (the CUstream as an int), ``addresses`` (current address per buffer id).
     ``batch[name]`` (or ``batch[id]``) is the array bound to that buffer now: the step
     takes its tensors from there, so that what it captures points into the buffers cgrt
     rebinds."""
 
     __slots__ = ("mode", "block_len", "num_reqs", "rows", "padded_reqs", "padded_rows", "capturing",
-                 "draft_step", "while_body", "stream", "addresses", "_set")
+                 "warmup", "draft_step", "while_body", "stream", "addresses", "_set")
 
     def __init__(self, gs, stream, d):
         self.mode = _MODE_NAMES.get(d.mode, d.mode)
         self.block_len, self.num_reqs, self.rows = d.block_len, d.num_reqs, d.rows
         self.padded_reqs, self.padded_rows = d.padded_reqs, d.padded_rows
         self.capturing, self.draft_step, self.while_body = bool(d.capturing), d.draft_step, bool(d.while_body)
+        self.warmup = bool(d.warmup)
         self.stream = stream or 0
         self.addresses = tuple(d.buffers[i] for i in range(d.num_buffers))
         self._set = gs

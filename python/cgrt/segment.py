@@ -130,15 +130,23 @@ class RepeatReport:
         return f"RepeatReport({self.as_dict()})"
 
 
-def repeat(runtime, stream, count, run, buffers, verify=True, capturing=None):
+def repeat(runtime, stream, count, run, buffers, verify=True, capturing=None, warmup=False):
     """Runs the `count` layers of a step on `stream`: ``run(i)`` enqueues layer i,
     ``buffers(i)`` lists layer i's own buffers (tensors or (address, bytes)), position by
     position like every other layer's. Outside capture (``capturing`` None: asked of the
     stream) every layer runs. Under capture layer 0 runs, then with `verify` layer 1,
     compared with layer 0 remapped; the other layers are appended as copies of the last
     layer run. A comparison that fails, or buffers that cannot be remapped, make it run
-    every remaining layer instead (report.fallback says why). Returns a RepeatReport."""
+    every remaining layer instead (report.fallback says why). `warmup` (a graph set's
+    warm-up run before a capture, Batch.warmup): only the layers the capture will run
+    (0, and 1 with `verify`), since a warm-up exists to run once, outside capture, the
+    code the capture runs; its results are discarded. Returns a RepeatReport."""
     rep = RepeatReport(count)
+    if warmup:
+        rep.run_layers = min(count, 2 if verify else 1)
+        for i in range(rep.run_layers):
+            run(i)
+        return rep
     if capturing is None:
         capturing = stream_capturing(runtime, stream)
     first = 2 if verify else 1

@@ -311,3 +311,41 @@ TEST_F(SegmentTest, AppendAfterTheCaptureEndedIsRefused) {
 }
 
 }  // namespace cgrt_graphs_test
+
+namespace cgrt_graphs_test {
+
+// The callback knows a warm-up from a capture and from an eager step past the largest
+// bucket (cgrt_batch_desc.warmup): only the warm-up runs may skip work.
+struct WarmupProbe {
+  std::vector<std::pair<int, int>> seen;  // (warmup, capturing) per call
+  static cgrt_status enqueue(void *user, CUstream, const cgrt_batch_desc *d) {
+    static_cast<WarmupProbe *>(user)->seen.emplace_back(d->warmup, d->capturing);
+    return CGRT_SUCCESS;
+  }
+};
+
+TEST_F(GraphsTest, WarmUpRunsAreMarkedInTheBatch) {
+  start();
+  WarmupProbe p;
+  static int sizes[] = {2};
+  cgrt_buffer_desc b = {"x", eng.alloc(256), 256, CGRT_BUFFER_INOUT};
+  cgrt_graphs_options o;
+  cgrt_graphs_options_init(&o);
+  o.max_num_seqs = 4;
+  o.max_model_len = 16;
+  o.enqueue = WarmupProbe::enqueue;
+  o.user = &p;
+  o.buffers = &b;
+  o.num_buffers = 1;
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 1;
+  o.warmup_runs = 2;
+  make_set(&o);
+  CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  CGRT_ASSERT_OK(cgrt_graphs_step(set, CGRT_GRAPH_DECODE, 4, nullptr, 0));  // past the bucket: eager
+  CGRT_ASSERT_OK(cgrt_graphs_synchronize(set));
+  const std::vector<std::pair<int, int>> want = {{1, 0}, {1, 0}, {0, 1}, {0, 0}};
+  EXPECT_EQ(p.seen, want);
+}
+
+}  // namespace cgrt_graphs_test
