@@ -185,8 +185,9 @@ cgrt_status cgrt_segment_begin(cgrt_runtime *rt, CUstream stream, cgrt_segment *
   uint64_t id = 0;
   CUgraph graph = NULL;
   const CUgraphNode *deps = NULL;
+  const CUgraphEdgeData *edges = NULL; /* asked for: without it non-default data fails the query */
   size_t ndeps = 0;
-  if ((st = capture_info(d, stream, api, &id, &graph, &deps, NULL, &ndeps))) return st;
+  if ((st = capture_info(d, stream, api, &id, &graph, &deps, &edges, &ndeps))) return st;
   cgrt_segment *seg = (cgrt_segment *)cgrt__handle_alloc(sizeof *seg);
   if (seg == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", api);
   seg->rt = rt;

@@ -98,8 +98,10 @@ class SegmentTest : public GraphsTest {
   cgrt_buffer_desc buf[1] = {};
   CUdeviceptr h = 0;
 
+  int fault_ = 0;  // a runtime with fault injection (SegmentFaultTest)
+
   void SetUp() override {
-    start();
+    start(synth::Config(), fault_);
     le.rt = rt;
     le.drv = rt->drv;
     CGRT_ASSERT_OK(synth::register_refs());
@@ -214,6 +216,29 @@ TEST_F(SegmentTest, CompareNamesAPerLayerScalar) {
   EXPECT_NE(le.compare_message.find("parameter 3"), std::string::npos) << le.compare_message;
   EXPECT_NE(le.compare_message.find("0x40000000"), std::string::npos) << le.compare_message;  // 2.0f
   EXPECT_NE(le.compare_message.find("0x40400000"), std::string::npos) << le.compare_message;  // 3.0f
+}
+
+// Every driver call of a capture with segments failed once in turn (begin's capture
+// query, end's node reads, append's node adds and dependency update...): a status with a
+// message, no leak, and the next capture of the same set computes the right result.
+class SegmentFaultTest : public SegmentTest {
+ protected:
+  SegmentFaultTest() { fault_ = 1; }
+};
+
+TEST_F(SegmentFaultTest, EveryDriverFaultInASegmentedCaptureIsAStatus) {
+  static int sizes[] = {4};
+  cgrt_graphs_options o;
+  cgrt_graphs_options_init(&o);
+  o.max_num_seqs = 4;
+  o.max_model_len = 16;
+  o.enqueue = LayerEngine::enqueue;
+  o.user = &le;
+  o.buffers = buf;
+  o.num_buffers = 1;
+  o.capture_sizes = sizes;
+  o.num_capture_sizes = 1;
+  capture_faults(o, [&] { step_and_check(h, nullptr, 0, "after a fault"); });
 }
 
 TEST_F(SegmentTest, CallsOutsideACaptureAreRefused) {
