@@ -384,6 +384,28 @@ def _capture_samples(be, eng, stream, bt_static, reps, kept):
     return samples
 
 
+def _segments_preflight(be, eng):
+    """One untimed capture of the bucket set with layer segments: where it fails (a node
+    the driver refuses to copy, say), the benchmark captures every layer instead and
+    records why, rather than losing the run."""
+    if not eng.layer_segments:
+        return {"ran": False}
+    try:
+        gs = eng.new_decode_set()
+        gs.capture()
+        missing = [b["rows"] for b in gs.buckets() if not b["captured"]]
+        gs.close()
+        if missing:
+            raise RuntimeError(f"buckets {missing} were not captured")
+        be.synchronize()
+        return {"ran": True, "ok": True}
+    except Exception as e:  # noqa: BLE001 - recorded, and the run goes on without segments
+        eng.layer_segments = False
+        eng.layer_reports.clear()
+        say(f"layer segments failed their preflight capture, captured without them: {e}")
+        return {"ran": True, "ok": False, "error": str(e)[:2000]}
+
+
 def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
     """Capture of the bucket set, cgrt against torch.cuda.graph at equal warm-up policies
     (_capture_samples), and graph memory per bucket."""
@@ -398,6 +420,7 @@ def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
            "cgrt first in even repetitions and torch first in odd ones; each sample in a pool of its own, "
            "given back after it"}
     variants, kept = {}, {}
+    preflight = _segments_preflight(be, eng)
     gs_pool0 = pool_bytes(be.pool) if not be.emulated else None
     r0 = torch.cuda.memory_reserved() if not be.emulated else None
     f0 = free_bytes() if not be.emulated else None
@@ -431,7 +454,7 @@ def capture_bench(be, eng, stream, bt_static, reps=CAPTURE_REPS):
     cgrt_total = None if pool_total is None else pool_total + memnodes + tables
     cap["cgrt"] = {
         "seconds_wall": secs, "seconds_reported": st["capture_seconds"], "breakdown": variants,
-        "layer_segments": {"enabled": eng.layer_segments,
+        "layer_segments": {"enabled": eng.layer_segments, "preflight": preflight,
                            "reports": [{"set": what, "rows": rows, **r.as_dict()}
                                        for (what, rows), r in sorted(eng.layer_reports.items())],
                            "note": "per bucket (the last capture of it): layers the host ran under capture, "
