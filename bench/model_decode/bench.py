@@ -390,9 +390,8 @@ def _segments_preflight(be, eng):
     records why, rather than losing the run."""
     if not eng.layer_segments:
         return {"ran": False}
-    try:
-        gs = eng.new_decode_set()
-        gs.capture()
+    try:  # into a pool of its own (closing a set of the shared pool would release it)
+        gs, _ = _cgrt_capture(eng, torch_pool=None)
         missing = [b["rows"] for b in gs.buckets() if not b["captured"]]
         gs.close()
         if missing:
