@@ -44,6 +44,7 @@ typedef struct seg_node {
   CUDA_KERNEL_NODE_PARAMS kp; /* kernel: kernelParams/extra cleared (argv holds them) */
   const char *name;           /* kernel name (cuFuncGetName), or NULL */
   size_t nparams, args_bytes;
+  int packed; /* launched with `extra`: copies are added the same way */
   size_t *offs, *sizes;
   unsigned char *args;
   CUDA_MEMSET_NODE_PARAMS ms;
@@ -261,11 +262,28 @@ static cgrt_status read_kernel(const cgrt__driver *d, seg_node *x, size_t i, con
   CUresult r = d->cuGraphKernelNodeGetParams(x->node, &x->kp);
   if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphKernelNodeGetParams", api);
   if (d->cuFuncGetName == NULL || d->cuFuncGetName(&x->name, x->kp.func) != CUDA_SUCCESS) x->name = NULL;
-  if (x->kp.kernelParams == NULL)
-    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
-                      "%s: node %zu, kernel '%s', was launched with `extra`-packed parameters, which cgrt cannot "
-                      "read or remap",
-                      api, i, x->name ? x->name : "?");
+  /* `extra`-packed parameters (cuBLAS's nvjet kernels are launched so): the buffer the
+   * node owns, read in the layout cuFuncGetParamInfo gives. */
+  const void *packed = NULL;
+  size_t packed_bytes = 0;
+  if (x->kp.kernelParams == NULL) {
+    int bad = x->kp.extra == NULL, have_size = 0;
+    for (size_t k = 0; !bad && x->kp.extra[k] != CU_LAUNCH_PARAM_END; k += 2) {
+      if (x->kp.extra[k] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+        packed = x->kp.extra[k + 1];
+      } else if (x->kp.extra[k] == CU_LAUNCH_PARAM_BUFFER_SIZE && x->kp.extra[k + 1] != NULL) {
+        packed_bytes = *(const size_t *)x->kp.extra[k + 1];
+        have_size = 1;
+      } else {
+        bad = 1;
+      }
+    }
+    if (bad || !have_size || (packed == NULL && packed_bytes > 0))
+      return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED,
+                        "%s: node %zu, kernel '%s', has neither kernelParams nor an `extra` buffer cgrt can read",
+                        api, i, x->name ? x->name : "?");
+    x->packed = 1;
+  }
   size_t offs[SEG_MAX_PARAMS], sizes[SEG_MAX_PARAMS], n = 0, total = 0;
   for (; n < SEG_MAX_PARAMS; n++) {
     r = d->cuFuncGetParamInfo(x->kp.func, n, &offs[n], &sizes[n]);
@@ -275,6 +293,15 @@ static cgrt_status read_kernel(const cgrt__driver *d, seg_node *x, size_t i, con
   /* CUDA_ERROR_INVALID_VALUE marks the end of the list. */
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE)
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuFuncGetParamInfo", api);
+  if (x->packed && total > packed_bytes)
+    return cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "%s: node %zu, kernel '%s': %zu packed bytes, parameters need %zu",
+                      api, i, x->name ? x->name : "?", packed_bytes, total);
+  if (x->packed) total = packed_bytes; /* the whole buffer is copied, padding included */
+  if (x->packed && n == 0 && total > 0) { /* no layout known: one parameter, the buffer */
+    offs[0] = 0;
+    sizes[0] = total;
+    n = 1;
+  }
   x->nparams = n;
   x->args_bytes = total;
   x->offs = (size_t *)calloc(n ? n : 1, sizeof(size_t));
@@ -284,8 +311,9 @@ static cgrt_status read_kernel(const cgrt__driver *d, seg_node *x, size_t i, con
   for (size_t p = 0; p < n; p++) {
     x->offs[p] = offs[p];
     x->sizes[p] = sizes[p];
-    memcpy(x->args + offs[p], x->kp.kernelParams[p], sizes[p]);
+    if (!x->packed) memcpy(x->args + offs[p], x->kp.kernelParams[p], sizes[p]);
   }
+  if (x->packed && total) memcpy(x->args, packed, total);
   x->kp.kernelParams = NULL;
   x->kp.extra = NULL;
   return CGRT_SUCCESS;
@@ -646,6 +674,7 @@ static cgrt_status add_copy(const cgrt__driver *d, const cgrt_segment *seg, cons
   CUgraphNodeParams p;
   memset(&p, 0, sizeof p);
   p.type = x->type;
+  void *extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, NULL, CU_LAUNCH_PARAM_BUFFER_SIZE, NULL, CU_LAUNCH_PARAM_END};
   CUDA_MEMSET_NODE_PARAMS ms;
   CUDA_MEMCPY3D cp;
   switch (x->type) {
@@ -660,7 +689,13 @@ static cgrt_status add_copy(const cgrt__driver *d, const cgrt_segment *seg, cons
       p.kernel.blockDimY = x->kp.blockDimY;
       p.kernel.blockDimZ = x->kp.blockDimZ;
       p.kernel.sharedMemBytes = x->kp.sharedMemBytes;
-      p.kernel.kernelParams = argv;
+      if (x->packed) {
+        extra[1] = argbuf;
+        extra[3] = (void *)&x->args_bytes;
+        p.kernel.extra = extra;
+      } else {
+        p.kernel.kernelParams = argv;
+      }
       p.kernel.kern = x->kp.kern;
       p.kernel.ctx = x->kp.ctx;
       break;
@@ -784,7 +819,8 @@ static cgrt_status compare_kernel(const char *api, size_t i, const seg_node *a, 
       p->blockDimX != q->blockDimX || p->blockDimY != q->blockDimY || p->blockDimZ != q->blockDimZ ||
       p->sharedMemBytes != q->sharedMemBytes)
     return differ(api, i, a, "launch shape (grid, block or shared memory)");
-  if (a->nparams != b->nparams || a->args_bytes != b->args_bytes) return differ(api, i, a, "parameter layout");
+  if (a->nparams != b->nparams || a->args_bytes != b->args_bytes || a->packed != b->packed)
+    return differ(api, i, a, "parameter layout");
   unsigned char *buf = (unsigned char *)malloc(a->args_bytes ? a->args_bytes : 1);
   if (buf == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", api);
   remap_args(a, m, buf);

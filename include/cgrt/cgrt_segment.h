@@ -36,9 +36,10 @@
  * destination and a memcpy's device operands, when the value lies in [from, from +
  * bytes) of a remap (an end pointer, from + bytes, is not moved). A word of a struct
  * that only looks like such an address would be moved too; comparing against a layer
- * captured for real catches it. Kernels launched with `extra`-packed parameters, whose
- * bytes cgrt cannot see, and node types other than kernel, memset, 1-D memcpy and empty
- * end the segment with CGRT_ERROR_NOT_SUPPORTED.
+ * captured for real catches it. A kernel launched with `extra`-packed parameters is read
+ * from the buffer its node owns (in cuFuncGetParamInfo's layout) and copied the same way.
+ * Node types other than kernel, memset, 1-D memcpy and empty end the segment with
+ * CGRT_ERROR_NOT_SUPPORTED.
  *
  * Lifetime: a segment belongs to one capture of one stream (the capture sequence's id);
  * appending or comparing after that capture ended is refused. Nodes the stream captures

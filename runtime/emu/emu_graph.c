@@ -293,8 +293,19 @@ CUresult cgrt__emu_cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NOD
     p->blockDimY = k->block[1];
     p->blockDimZ = k->block[2];
     p->sharedMemBytes = k->shmem;
-    p->kernelParams = k->ptrs;
-    p->extra = NULL;
+    if (n->u.k.packed) { /* as the driver: the packed buffer, no kernelParams */
+      void **x = n->u.k.extra;
+      x[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+      x[1] = n->u.k.buf;
+      x[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+      x[3] = &n->u.k.bufsize;
+      x[4] = CU_LAUNCH_PARAM_END;
+      p->kernelParams = NULL;
+      p->extra = x;
+    } else {
+      p->kernelParams = k->ptrs;
+      p->extra = NULL;
+    }
   }
   cgrt__emu_unlock();
   return r;

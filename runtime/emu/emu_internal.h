@@ -106,6 +106,11 @@ typedef struct emu_kernel {
   CUlaunchAttribute *attrs;
   unsigned nattrs;
   int dev_updatable; /* CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE set on the node */
+  /* Launched (or added) with `extra`-packed parameters: cuGraphKernelNodeGetParams then
+   * answers as the driver does, kernelParams NULL and `extra` pointing at the node's
+   * buffer (extra[], filled by the query). */
+  int packed;
+  void *extra[5];
   /* cgrt__emu_free_gen when buf last passed cgrt__emu_params_check (0: not since it was
    * written); an exec's node skips the check while no memory was freed since. */
   uint64_t checked_gen;

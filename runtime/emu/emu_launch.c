@@ -84,6 +84,7 @@ CUresult cgrt__emu_kernel_init(emu_kernel *k, CUfunction f, const unsigned grid[
   }
   k->func = f;
   k->ref = f->ref;
+  k->packed = extra != NULL;
   memcpy(k->grid, grid, sizeof(k->grid));
   memcpy(k->block, block, sizeof(k->block));
   k->shmem = shmem;

@@ -34,12 +34,26 @@ struct LayerEngine {
   cgrt_segment *kept = nullptr;  // keep_segment: the base segment outlives the capture
   bool keep_segment = false;
 
+  bool packed = false;  // synth_scale launched with `extra`-packed parameters (as cuBLAS does)
+
   cgrt_status layer(CUstream s, CUdeviceptr h, int l) const {
     if (drv->cuMemsetD32Async(u[l], 0x3f800000u, kN, s) != CUDA_SUCCESS) return CGRT_ERROR_DRIVER;
     int n = kN;
     float a = l == 1 ? layer1_scale : 2.0f;
     void *sargs[] = {&n, &h, (void *)&t[l], &a};
-    cgrt_status st = cgrt_launch_kernel(rt, scale, 1, 1, 1, 64, 1, 1, 0, s, sargs);
+    cgrt_status st = CGRT_SUCCESS;
+    if (packed) {  // the device ABI's layout: int @0, pointers @8 and @16, float @24
+      unsigned char buf[32] = {};
+      memcpy(buf, &n, 4);
+      memcpy(buf + 8, &h, 8);
+      memcpy(buf + 16, &t[l], 8);
+      memcpy(buf + 24, &a, 4);
+      size_t size = 28;
+      void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+      if (drv->cuLaunchKernel(scale, 1, 1, 1, 64, 1, 1, 0, s, nullptr, extra) != CUDA_SUCCESS) return CGRT_ERROR_DRIVER;
+    } else {
+      st = cgrt_launch_kernel(rt, scale, 1, 1, 1, 64, 1, 1, 0, s, sargs);
+    }
     if (st) return st;
     synth::Pair p = {kN, 0, t[l], h, 1};
     float half = 0.5f;
@@ -175,6 +189,22 @@ TEST_F(SegmentTest, AppendedLayersComputeWhatCapturedLayersDo) {
   EXPECT_EQ(le.segment_nodes, 3u);  // memset, scale, pair
   EXPECT_EQ(nodes(), full);
   step_and_check(h, nullptr, 0, "layers 2.. appended");
+}
+
+// A kernel launched with `extra`-packed parameters (cuBLAS's nvjet GEMMs are) is read
+// from its packed buffer and copied the same way; a per-layer scalar in it is caught.
+TEST_F(SegmentTest, PackedParametersAreCopiedAndCompared) {
+  le.packed = true;
+  one_bucket_set(LayerEngine::enqueue, &le, buf, 1, 0);
+  EXPECT_EQ(le.compare_status, CGRT_SUCCESS) << le.compare_message;
+  EXPECT_EQ(le.segment_nodes, 3u);
+  step_and_check(h, nullptr, 0, "layers 2.. appended, scale packed");
+  CGRT_ASSERT_OK(cgrt_graphs_destroy(set));
+  set = nullptr;
+  le.layer1_scale = 3.0f;
+  one_bucket_set(LayerEngine::enqueue, &le, buf, 1, 0);
+  EXPECT_EQ(le.compare_status, CGRT_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(le.compare_message.find("0x40400000"), std::string::npos) << le.compare_message;
 }
 
 TEST_F(SegmentTest, AppendedWithoutAComparedLayer) {
