@@ -15,7 +15,7 @@ from ._tensor import DTYPES, Tensor, as_tensor, reinterpret  # noqa: F401
 from .graphs import Batch, GraphSet  # noqa: F401
 from .mla import MlaPlan, mla_decode, mla_defaults  # noqa: F401
 from .module import EmulatedCall, Function, Module, launch_kernel, register_emulated_kernel  # noqa: F401
-from .segment import RepeatReport, Segment, layer_remaps, repeat, stream_capturing  # noqa: F401
+from .segment import ALIGN, RepeatReport, Segment, layer_remaps, repeat, stream_capturing  # noqa: F401
 from .runtime import (DeviceArray, Event, Registration, Runtime, RuntimeInfo, last_error,  # noqa: F401
                       runtime_defaults, set_log_callback, status_name, version)
 
