@@ -177,9 +177,17 @@ class Activations:
         # the attention projected by W_UV (the input of o_proj), written by cgrt's MLA when
         # its plan projects (v_head_dim), else by the W_UV bmm
         self.o = torch.zeros((max_rows, cfg.heads, cfg.v_head), dtype=torch.bfloat16, device=device)
+        # the layers' scratch: the same buffers in every layer, so that a layer allocates
+        # nothing and every layer launches its work on the same addresses but for its
+        # weights and cache (what cgrt.repeat's copies rely on; no allocator in the step)
+        self.x = torch.zeros((max_rows, cfg.hidden), dtype=torch.bfloat16, device=device)
+        self.qkv = torch.zeros((max_rows, cfg.heads * cfg.qk_head + cfg.latent), dtype=torch.bfloat16,
+                               device=device)
+        self.gu = torch.zeros((max_rows, 2 * cfg.intermediate), dtype=torch.bfloat16, device=device)
+        self.act = torch.zeros((max_rows, cfg.intermediate), dtype=torch.bfloat16, device=device)
 
     def tensors(self):
-        return [self.hidden, self.q, self.attn, self.lse, self.o]
+        return [self.hidden, self.q, self.attn, self.lse, self.o, self.x, self.qkv, self.gu, self.act]
 
 
 class Exec:
@@ -281,12 +289,12 @@ class Model:
     _PRE_W = ("attn_norm", "w_qkv", "w_uk", "kv_norm")
     _POST_W = ("w_uv_t", "w_o", "mlp_norm", "w_gate_up", "w_down")
 
-    def _pre_attn(self, hidden, positions, slots, kv, q_out, attn_norm, w_qkv, w_uk, kv_norm):
+    def _pre_attn(self, hidden, positions, slots, kv, q_out, xbuf, qkvbuf, attn_norm, w_qkv, w_uk, kv_norm):
         cfg = self.cfg
         H, nope, R, qk = cfg.heads, cfg.qk_nope, cfg.kv_lora_rank, cfg.qk_head
         B = hidden.shape[0]
-        x = rms_norm_into(hidden, attn_norm, cfg.rms_eps, torch.empty_like(hidden))
-        qkv = torch.mm(x, w_qkv)
+        x = rms_norm_into(hidden, attn_norm, cfg.rms_eps, xbuf)
+        qkv = torch.mm(x, w_qkv, out=qkvbuf)
         q_nope = qkv[:, :H * qk].view(B, H, qk)[..., :nope].transpose(0, 1)  # [H, B, nope], no copy
         torch.bmm(q_nope, w_uk, out=q_out[:, :, :R].transpose(0, 1))  # straight into q
         # last before the MLA: it writes neither seq_lens nor the block table and lets
@@ -298,19 +306,19 @@ class Model:
         """The trash slot of a cache: its last page (KVCache)."""
         return (kv.shape[0] - 1) * kv.shape[1]
 
-    def _post_attn(self, attn, hidden, w_uv_t, w_o, mlp_norm, w_gate_up, w_down):
+    def _post_attn(self, attn, hidden, obuf, xbuf, gubuf, abuf, w_uv_t, w_o, mlp_norm, w_gate_up, w_down):
         cfg = self.cfg
         H, vh = cfg.heads, cfg.v_head
         B = attn.shape[0]
-        if attn.shape[-1] == vh:  # projected by cgrt's MLA already (cgrt_mla_vproj)
+        if attn.shape[-1] == vh:  # projected by cgrt's MLA already (cgrt_mla_vproj): attn is obuf
             o = attn
         else:
-            o = torch.empty((B, H, vh), dtype=attn.dtype, device=attn.device)
+            o = obuf
             torch.bmm(attn.transpose(0, 1), w_uv_t, out=o.transpose(0, 1))  # [H, B, v] into [B, H, v]
         hidden.addmm_(o.view(B, H * vh), w_o)
-        x = rms_norm_into(hidden, mlp_norm, cfg.rms_eps, torch.empty_like(hidden))
-        gu = torch.mm(x, w_gate_up)
-        a = silu_mul_into(gu, torch.empty((B, cfg.intermediate), dtype=gu.dtype, device=gu.device))
+        x = rms_norm_into(hidden, mlp_norm, cfg.rms_eps, xbuf)
+        gu = torch.mm(x, w_gate_up, out=gubuf)
+        a = silu_mul_into(gu, abuf)
         hidden.addmm_(a, w_down)
 
     def _head(self, hidden, out_hidden, out_tokens):
@@ -322,12 +330,13 @@ class Model:
     def _layer(self, ex, lw, kv_cache, trash_slot, act, io, plan, B):
         assert trash_slot == self._trash_slot(kv_cache)
         ex.seg(self._pre_attn, act.hidden[:B], io["positions"][:B], io["slot_mapping"][:B], kv_cache, act.q[:B],
-               *[lw[k] for k in self._PRE_W])
+               act.x[:B], act.qkv[:B], *[lw[k] for k in self._PRE_W])
         # where cgrt's plan projects (steps of few rows), MLA writes o_proj's input itself:
         # no W_UV bmm after it (_post_attn sees the v_head-wide output)
         attn = ex.mla(plan, act.q[:B], kv_cache, io["block_table"], io["seq_lens"], act.attn[:B], act.lse[:B], B,
                       self.cfg.softmax_scale, proj=(act.o[:B], lw["w_uv_t"]))
-        ex.seg(self._post_attn, attn, act.hidden[:B], *[lw[k] for k in self._POST_W])
+        ex.seg(self._post_attn, attn, act.hidden[:B], act.o[:B], act.x[:B], act.gu[:B], act.act[:B],
+               *[lw[k] for k in self._POST_W])
 
     # ---- steps ----
     def forward(self, ex: Exec, io, B, plan):

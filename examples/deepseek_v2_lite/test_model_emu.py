@@ -245,7 +245,8 @@ def test_absorbed_mla_matches_textbook_mla(be):
     lw, kv = eng.weights.layers[0], eng.kv.layer_cache[0]
     d = eng.dec
     q = torch.zeros_like(eng.act.q[:B])
-    eng.model._pre_attn(hidden, d["positions"][:B], d["slot_mapping"][:B], kv, q, *[lw[k] for k in eng.model._PRE_W])
+    eng.model._pre_attn(hidden, d["positions"][:B], d["slot_mapping"][:B], kv, q, torch.empty_like(hidden),
+                        torch.empty_like(eng.act.qkv[:B]), *[lw[k] for k in eng.model._PRE_W])
     attn = torch.zeros_like(eng.act.attn[:B])
     lse = torch.zeros_like(eng.act.lse[:B])
     Exec(be, None, kernels=False).mla(eng.plan, q, kv, inputs["block_table"], d["seq_lens"], attn, lse, B,
