@@ -534,8 +534,11 @@ out:
 }
 
 /* ---- remaps ---- */
+/* The remaps of one call, sorted by `from`: src[i] is remap i's source range (looked up
+ * with the runtime's range search, cgrt__ranges_find), to[i] its destination. */
 typedef struct remap_set {
-  cgrt_remap *v; /* sorted by from */
+  cgrt__alloc_range *src;
+  CUdeviceptr *to;
   size_t n;
 } remap_set;
 
@@ -544,8 +547,17 @@ static int by_from(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static void remaps_free(remap_set *m) {
+  free(m->src);
+  free(m->to);
+  m->src = NULL;
+  m->to = NULL;
+  m->n = 0;
+}
+
 static cgrt_status remaps_load(const cgrt_remap *remaps, size_t n, const char *api, remap_set *out) {
-  out->v = NULL;
+  out->src = NULL;
+  out->to = NULL;
   out->n = 0;
   if (n == 0) return CGRT_SUCCESS;
   if (remaps == NULL) return cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: remaps is NULL and num_remaps %zu", api, n);
@@ -561,34 +573,34 @@ static cgrt_status remaps_load(const cgrt_remap *remaps, size_t n, const char *a
                         "pointer alignment)",
                         api, i, (unsigned long long)m->from, (unsigned long long)m->to, CGRT_SEGMENT_ALIGN);
   }
-  out->v = (cgrt_remap *)malloc(n * sizeof(cgrt_remap));
-  if (out->v == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", api);
-  memcpy(out->v, remaps, n * sizeof(cgrt_remap));
+  cgrt_remap *sorted = (cgrt_remap *)malloc(n * sizeof(cgrt_remap));
+  out->src = (cgrt__alloc_range *)calloc(n, sizeof(cgrt__alloc_range));
+  out->to = (CUdeviceptr *)calloc(n, sizeof(CUdeviceptr));
+  if (!sorted || !out->src || !out->to) {
+    free(sorted);
+    remaps_free(out);
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", api);
+  }
+  memcpy(sorted, remaps, n * sizeof(cgrt_remap));
+  qsort(sorted, n, sizeof(cgrt_remap), by_from);
+  cgrt_status st = CGRT_SUCCESS;
+  for (size_t i = 0; i < n && st == CGRT_SUCCESS; i++) {
+    if (i > 0 && sorted[i].from < sorted[i - 1].from + sorted[i - 1].bytes)
+      st = cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: remaps from 0x%llx (%zu bytes) and from 0x%llx overlap", api,
+                      (unsigned long long)sorted[i - 1].from, sorted[i - 1].bytes, (unsigned long long)sorted[i].from);
+    out->src[i].base = sorted[i].from;
+    out->src[i].bytes = sorted[i].bytes;
+    out->to[i] = sorted[i].to;
+  }
+  free(sorted);
   out->n = n;
-  qsort(out->v, n, sizeof(cgrt_remap), by_from);
-  for (size_t i = 1; i < n; i++)
-    if (out->v[i].from < out->v[i - 1].from + out->v[i - 1].bytes) {
-      cgrt__fail(CGRT_ERROR_INVALID_ARGUMENT, "%s: remaps from 0x%llx (%zu bytes) and from 0x%llx overlap", api,
-                 (unsigned long long)out->v[i - 1].from, out->v[i - 1].bytes, (unsigned long long)out->v[i].from);
-      free(out->v);
-      out->v = NULL;
-      return CGRT_ERROR_INVALID_ARGUMENT;
-    }
-  return CGRT_SUCCESS;
+  if (st != CGRT_SUCCESS) remaps_free(out);
+  return st;
 }
 
 static uint64_t remap_value(const remap_set *m, uint64_t v) {
-  size_t lo = 0, hi = m->n; /* first remap with from > v */
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (m->v[mid].from <= v)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == 0) return v;
-  const cgrt_remap *r = &m->v[lo - 1];
-  return v - r->from < r->bytes ? r->to + (v - r->from) : v;
+  long i = cgrt__ranges_find(m->src, m->n, v);
+  return i < 0 ? v : m->to[i] + (v - m->src[i].base);
 }
 
 /* The remapped parameter bytes of a kernel node into buf (args_bytes long). */
@@ -788,7 +800,7 @@ cgrt_status cgrt_segment_append(cgrt_segment *seg, const cgrt_remap *remaps, siz
                                                     ev.n, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
   if (r != CUDA_SUCCESS) st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuStreamUpdateCaptureDependencies", api);
 out:
-  free(m.v);
+  remaps_free(&m);
   free(now);
   free(now_edges);
   free(copies);
@@ -905,6 +917,6 @@ cgrt_status cgrt_segment_compare(const cgrt_segment *seg, const cgrt_segment *ot
     if (!same_dep(&seg->sinks[k], &other->sinks[k]))
       st = cgrt__fail(CGRT_ERROR_NOT_SUPPORTED, "%s: the segments end on different nodes", api);
 out:
-  free(m.v);
+  remaps_free(&m);
   return st;
 }

@@ -1,6 +1,7 @@
 """pytest fixtures for the cgrt package: tests run on the CPU emulation (no GPU needed);
 test_torch_gpu.py runs with torch on a GPU and skips otherwise."""
 import os
+import struct
 import sys
 
 import pytest
@@ -22,6 +23,16 @@ needs_mem_api = pytest.mark.skipif(
     not has_symbols(*MEM_API),
     reason="this libcgrt.so lacks cgrt_mem_alloc/free/register/unregister (the device-memory API "
            "of another branch, not merged yet)")
+
+
+def floats(arr):
+    """The float32 values of a device array."""
+    return list(struct.unpack(f"{arr.size}f", arr.to_bytes()))
+
+
+def fill(rt, arr, values):
+    """Writes float32 values into a device array (complete on return)."""
+    rt.memcpy_htod(arr, struct.pack(f"{len(values)}f", *values))
 
 
 @pytest.fixture

@@ -2,21 +2,14 @@
 a captured step equals eager (emulation, Python reference kernel)."""
 import ctypes
 import random
-import struct
 
 import pytest
 
 import cgrt
 import kernels
+from conftest import fill as _fill
+from conftest import floats as _floats
 from conftest import needs_mem_api
-
-
-def _floats(arr):
-    return list(struct.unpack(f"{arr.size}f", arr.to_bytes()))
-
-
-def _fill(rt, arr, values):
-    rt.memcpy_htod(arr, struct.pack(f"{len(values)}f", *values))
 
 
 @pytest.fixture

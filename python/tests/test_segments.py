@@ -3,24 +3,15 @@ captured once and appended as copies with their own buffers compute what every l
 captured computes; a layer that differs by more than its buffers is caught and captured
 for real; warm-ups run the captured layers only; bad remaps are refused."""
 import ctypes
-import struct
 
 import pytest
 
 import cgrt
 import kernels
+from conftest import fill as _fill
+from conftest import floats
 
 N, LAYERS = 64, 6
-
-
-def _floats(rt, arr):
-    out = bytearray(arr.nbytes)
-    rt.memcpy_dtoh(out, arr)
-    return list(struct.unpack(f"{N}f", bytes(out)))
-
-
-def _fill(rt, arr, values):
-    rt.memcpy_htod(arr, struct.pack(f"{len(values)}f", *values))
 
 
 @pytest.fixture
@@ -70,7 +61,7 @@ def _replay(rt, gs, y, layers):
     _fill(rt, y, y0)
     gs.step(4)
     rt.stream_synchronize(gs.stream)
-    return _floats(rt, y), layers.expected(y0)
+    return floats(y), layers.expected(y0)
 
 
 def test_appended_layers_compute_what_captured_layers_do(rt, axpy):
@@ -102,7 +93,7 @@ def test_outside_capture_every_layer_runs(rt, axpy):
     _fill(rt, y, [0.0] * N)
     rep = cgrt.repeat(rt, None, LAYERS, lambda l: layers.run(None, y, l), lambda l: [layers.w[l]])
     assert rep.run_layers == LAYERS and rep.appended == 0 and not cgrt.stream_capturing(rt, None)
-    assert _floats(rt, y) == pytest.approx(layers.expected([0.0] * N), rel=1e-6)
+    assert floats(y) == pytest.approx(layers.expected([0.0] * N), rel=1e-6)
 
 
 def test_layer_remaps_refuses_what_cannot_be_remapped():

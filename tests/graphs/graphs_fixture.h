@@ -131,6 +131,16 @@ class GraphsTest : public ::testing::Test {
   // as given, captured.
   void one_bucket_set(cgrt_enqueue_fn enqueue, void *user, const cgrt_buffer_desc *bufs, size_t nbuf,
                       int device_patch, int checked = 0) {
+    cgrt_graphs_options o = one_bucket_options(enqueue, user, bufs, nbuf);
+    o.device_patch = device_patch;
+    o.checked_replay = checked;
+    make_set(&o);
+    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+  }
+  // The options of one_bucket_set (no set made): one bucket of 4 requests, max_num_seqs 4,
+  // max_model_len 16, the library's defaults otherwise.
+  static cgrt_graphs_options one_bucket_options(cgrt_enqueue_fn enqueue, void *user, const cgrt_buffer_desc *bufs,
+                                                size_t nbuf) {
     static int sizes[] = {4};
     cgrt_graphs_options o;
     cgrt_graphs_options_init(&o);
@@ -142,10 +152,7 @@ class GraphsTest : public ::testing::Test {
     o.num_buffers = nbuf;
     o.capture_sizes = sizes;
     o.num_capture_sizes = 1;
-    o.device_patch = device_patch;
-    o.checked_replay = checked;
-    make_set(&o);
-    CGRT_ASSERT_OK(cgrt_graphs_capture(set));
+    return o;
   }
   // A checked set (options.checked_replay) over the engine's buffers, `edit` applied to
   // its options, captured; cur = the a-side buffers.

@@ -257,18 +257,8 @@ class SegmentFaultTest : public SegmentTest {
 };
 
 TEST_F(SegmentFaultTest, EveryDriverFaultInASegmentedCaptureIsAStatus) {
-  static int sizes[] = {4};
-  cgrt_graphs_options o;
-  cgrt_graphs_options_init(&o);
-  o.max_num_seqs = 4;
-  o.max_model_len = 16;
-  o.enqueue = LayerEngine::enqueue;
-  o.user = &le;
-  o.buffers = buf;
-  o.num_buffers = 1;
-  o.capture_sizes = sizes;
-  o.num_capture_sizes = 1;
-  capture_faults(o, [&] { step_and_check(h, nullptr, 0, "after a fault"); });
+  capture_faults(one_bucket_options(LayerEngine::enqueue, &le, buf, 1),
+                 [&] { step_and_check(h, nullptr, 0, "after a fault"); });
 }
 
 TEST_F(SegmentTest, CallsOutsideACaptureAreRefused) {
@@ -384,16 +374,8 @@ TEST_F(GraphsTest, WarmUpRunsAreMarkedInTheBatch) {
   WarmupProbe p;
   static int sizes[] = {2};
   cgrt_buffer_desc b = {"x", eng.alloc(256), 256, CGRT_BUFFER_INOUT};
-  cgrt_graphs_options o;
-  cgrt_graphs_options_init(&o);
-  o.max_num_seqs = 4;
-  o.max_model_len = 16;
-  o.enqueue = WarmupProbe::enqueue;
-  o.user = &p;
-  o.buffers = &b;
-  o.num_buffers = 1;
-  o.capture_sizes = sizes;
-  o.num_capture_sizes = 1;
+  cgrt_graphs_options o = one_bucket_options(WarmupProbe::enqueue, &p, &b, 1);
+  o.capture_sizes = sizes;  // a bucket of 2: a step of 4 runs eagerly
   o.warmup_runs = 2;
   make_set(&o);
   CGRT_ASSERT_OK(cgrt_graphs_capture(set));
