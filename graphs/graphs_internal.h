@@ -364,6 +364,9 @@ void gx_index_apply(cgrt_graphs *set, gx_exec *e, const CUdeviceptr *addr, size_
 void gx_index_catch_up(cgrt_graphs *set, gx_exec *e, size_t *ndk, size_t *ndm);
 /* Sets parameter CGRT__META_NUM_REQS of the metadata nodes; marks them dirty. */
 void gx_index_set_reqs(gx_exec *e, int reqs, size_t *ndk);
+/* Of the dirty nodes, those the host must update (memory nodes, and kernel nodes the
+ * patch node does not rewrite on the device): 0 when device patching delivers them all. */
+size_t gx_index_host_dirty(const gx_exec *e, size_t ndk, size_t ndm);
 /* Issues the node updates for dirty nodes (and clears them). */
 cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm);
 /* Clears dirty marks without issuing updates (after cuGraphExecUpdate). */

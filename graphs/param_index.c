@@ -471,6 +471,12 @@ void gx_index_clear(gx_exec *e, size_t ndk, size_t ndm) {
   for (size_t i = 0; i < ndm; i++) e->mnodes[e->dirty_m[i]].dirty = 0;
 }
 
+size_t gx_index_host_dirty(const gx_exec *e, size_t ndk, size_t ndm) {
+  size_t n = ndm;
+  for (size_t i = 0; i < ndk; i++) n += e->knodes[e->dirty_k[i]].devnode == 0;
+  return n;
+}
+
 cgrt_status gx_index_flush(cgrt_graphs *set, gx_exec *e, size_t ndk, size_t ndm) {
   const cgrt__driver *drv = set->drv;
   cgrt_status st = CGRT_SUCCESS;

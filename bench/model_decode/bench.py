@@ -857,7 +857,8 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
             # noise hit all alike; each method times ceil(iters / rounds) steps per round
             acc = {m[0]: ([], [], []) for m in methods}
             round_p50 = {m[0]: [] for m in methods}  # host us p50 of each round, per method
-            patched = {m[0]: dict.fromkeys(("steps", "nodes_patched", "device_patches", "device_nodes_patched"), 0)
+            patched = {m[0]: dict.fromkeys(("steps", "nodes_patched", "device_patches", "device_nodes_patched",
+                                             "launcher_starts"), 0)
                        for m in methods}
             per_round = max(1, -(-iters // rounds))
             pt["round_host"] = []
@@ -900,6 +901,7 @@ def bench_points(args, be, eng, tgs, stream, bt_static, deadline, out):
                                        "per_step": {"host_patched_nodes": per("nodes_patched"),
                                                     "device_patch_launches": per("device_patches"),
                                                     "device_patched_nodes": per("device_nodes_patched"),
+                                                    "launcher_starts": per("launcher_starts"),
                                                     "cgrt_steps": c["steps"]}}
                 if name == "cgrt_device_launch":
                     pt["methods"][name]["latency_source"] = "stats.last_device_step_ns (%globaltimer)"

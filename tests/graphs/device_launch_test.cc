@@ -105,6 +105,44 @@ TEST_F(DeviceLaunchTest, HostPatchedMovesReuploadBeforeTheTrigger) {
   EXPECT_EQ(stats().device_launches, stats().steps);
 }
 
+// A device-launched step re-uploads its executable (cuGraphUpload, then a wait for the
+// stream) only when the host patched one of its nodes: moves that the patch node delivers
+// on the device cost the host no driver call for the bucket (the trigger's whole point).
+// Each buffer is moved alone; the uploads of the step are counted through the fault
+// injector.
+TEST_F(DeviceLaunchTest, DevicePatchedMovesDoNotReupload) {
+  start(synth::Config(), 1);
+  dl_set(1);
+  if (HasFatalFailure() || IsSkipped()) return;
+  dl_step(CGRT_GRAPH_DECODE, 5, {}, "baseline");
+  int device_only = 0, host_patched = 0;
+  for (synth::Buf f : {synth::X, synth::Y, synth::Z, synth::SCR, synth::KV, synth::OUT, synth::BT}) {
+    const CUdeviceptr alt = move_to_copy(f);
+    ASSERT_NE(alt, 0u);
+    const cgrt_graphs_stats s0 = stats();
+    cgrt_fault_plan plan = {};
+    plan.size = sizeof plan;
+    plan.symbol = "cuGraphUpload"; /* counted, never failed (fail_at 0) */
+    CGRT_ASSERT_OK(cgrt_fault_set(&plan));
+    dl_step(CGRT_GRAPH_DECODE, 5, {{(int)f, alt, 0}}, synth::kBufNames[f]);
+    const unsigned long uploads = cgrt_fault_calls();
+    CGRT_ASSERT_OK(cgrt_fault_set(nullptr));
+    if (HasFailure()) return;
+    const cgrt_graphs_stats s1 = stats();
+    const uint64_t host = s1.nodes_patched - s0.nodes_patched;
+    const uint64_t device = s1.device_nodes_patched - s0.device_nodes_patched;
+    if (host > 0) {
+      host_patched++;
+      EXPECT_EQ(uploads, 1u) << synth::kBufNames[f] << ": " << host << " nodes patched on the host";
+    } else {
+      EXPECT_EQ(uploads, 0u) << synth::kBufNames[f] << ": " << device << " nodes patched on the device only";
+      if (device > 0) device_only++;
+    }
+  }
+  EXPECT_GT(device_only, 0) << "no buffer was patched on the device alone: the test checked nothing";
+  EXPECT_GT(host_patched, 0) << "no buffer needed a host patch (memcpy / memset nodes)";
+}
+
 // Steps triggered back to back before one wait (each reads the KV cache the previous one
 // wrote), and host-launched work of the set between device-launched steps (an eager step
 // past the largest bucket, a bare launch of cgrt_graphs_bucket_exec), each ordered after
