@@ -184,26 +184,30 @@ cgrt_status gx_capture_back(cgrt_graphs *set, gx_exec *e, CUstream upload) {
   st = x != NULL ? CGRT_SUCCESS
                  : CGRT__CU(drv, cuGraphInstantiateWithFlags, (&x, e->graph, 0), CGRT_ERROR_CAPTURE_FAILED,
                             "instantiating a bucket");
-  if (st == CGRT_SUCCESS) {
-    st = CGRT__CU(drv, cuGraphUpload, (x, upload), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
-    if (st == CGRT_SUCCESS)
-      st = CGRT__CU(drv, cuStreamSynchronize, (upload), CGRT_ERROR_CAPTURE_FAILED,
-                    "waiting for the upload of a bucket");
-    if (st != CGRT_SUCCESS) CGRT__CU_WARN(drv, cuGraphExecDestroy, (x), "instantiating a bucket");
-  }
   if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e); /* destroys the graph */
     cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
     return CGRT_ERROR_CAPTURE_FAILED;
   }
-  double t2 = gx_now();
-  e->exec = x;
+  e->exec = x; /* released with the bucket from here on */
+  /* The patch node's parameters (its table and mailbox) are set in the executable before
+   * the upload: a device-launched executable runs the uploaded copy, which a later host
+   * update would leave stale until the next upload. */
   st = gx_dpatch_finish(set, e);
   if (st != CGRT_SUCCESS) {
     gx_exec_release(set, e);
     cgrt__error_prefix("device patch table of %s bucket %d rows", gx_mode_name(e), e->rows);
     return st == CGRT_ERROR_OUT_OF_MEMORY ? st : CGRT_ERROR_CAPTURE_FAILED;
   }
+  st = CGRT__CU(drv, cuGraphUpload, (x, upload), CGRT_ERROR_CAPTURE_FAILED, "uploading a bucket");
+  if (st == CGRT_SUCCESS)
+    st = CGRT__CU(drv, cuStreamSynchronize, (upload), CGRT_ERROR_CAPTURE_FAILED, "waiting for the upload of a bucket");
+  if (st != CGRT_SUCCESS) {
+    gx_exec_release(set, e); /* destroys the executable and the graph */
+    cgrt__error_prefix("%s bucket %d rows", gx_mode_name(e), e->rows);
+    return CGRT_ERROR_CAPTURE_FAILED;
+  }
+  double t2 = gx_now();
   if (!have_used ||
       drv->cuDeviceGetGraphMemAttribute(set->rt->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used1) != CUDA_SUCCESS)
     used1 = used0;

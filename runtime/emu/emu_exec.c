@@ -13,6 +13,11 @@ struct CUgraphExec_st {
   unsigned long long flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* it was instantiated with */
   int refs; /* launches in progress */
   int dead; /* destroyed while launching: freed by the last launch */
+  /* Instantiated for device launch: the device runs the copy of the last upload (an
+   * explicit cuGraphUpload or a launch from the host), so a host update after it leaves
+   * that copy stale until the next one. The driver then runs the old copy; the emulation
+   * refuses the device launch instead (cgrt__emu_graph_launch_device). */
+  int device_stale;
 };
 
 static _Thread_local struct CUgraphExec_st *t_running;
@@ -117,6 +122,7 @@ CUresult cgrt__emu_cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph
   } else {
     cgrt__emu_counts.execs++;
     e->flags = flags;
+    e->device_stale = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0; /* not uploaded yet */
     *phGraphExec = e;
   }
   cgrt__emu_unlock();
@@ -157,6 +163,7 @@ CUresult cgrt__emu_cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
   if (r != CUDA_SUCCESS) return r;
   cgrt__emu_lock();
   r = exec_stream(hGraphExec, hStream);
+  if (r == CUDA_SUCCESS) hGraphExec->device_stale = 0;
   cgrt__emu_unlock();
   return r;
 }
@@ -279,6 +286,7 @@ CUresult cgrt__emu_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   }
   struct CUgraphExec_st *e = hGraphExec;
   e->refs++;
+  e->device_stale = 0; /* a host launch uploads the executable too */
   for (size_t i = 0; i < e->nconds; i++)
     if (e->conds[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT) e->conds[i].value = e->conds[i].dflt;
   cgrt__emu_unlock();
@@ -296,7 +304,7 @@ int cgrt__emu_graph_launch_device(uint64_t exec) {
   struct CUgraphExec_st *e = (struct CUgraphExec_st *)(uintptr_t)exec;
   cgrt__emu_lock();
   if (t_running == NULL || !cgrt__emu_reg_is(e, EMU_K_EXEC) ||
-      !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
+      !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) || e->device_stale) {
     cgrt__emu_unlock();
     return (int)CUDA_ERROR_INVALID_VALUE; /* the device runtime's cudaErrorInvalidValue */
   }
@@ -359,6 +367,7 @@ CUresult cgrt__emu_cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgrap
       k.dev_updatable = n->u.k.dev_updatable;
       cgrt__emu_kernel_free(&n->u.k);
       n->u.k = k;
+      hGraphExec->device_stale = 1;
     }
   }
   cgrt__emu_unlock();
@@ -377,8 +386,10 @@ CUresult cgrt__emu_cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgrap
     if (copyParams->srcMemoryType != n->u.cp.srcMemoryType ||
         copyParams->dstMemoryType != n->u.cp.dstMemoryType || !cgrt__emu_memcpy_valid(copyParams))
       r = CUDA_ERROR_INVALID_VALUE;
-    else
+    else {
       n->u.cp = *copyParams;
+      hGraphExec->device_stale = 1;
+    }
   }
   cgrt__emu_unlock();
   return r;
@@ -396,8 +407,10 @@ CUresult cgrt__emu_cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgrap
   if (n != NULL) {
     if (memsetParams->height != 1 || !cgrt__emu_memset_valid(memsetParams))
       r = CUDA_ERROR_INVALID_VALUE;
-    else
+    else {
       n->u.ms = *memsetParams;
+      hGraphExec->device_stale = 1;
+    }
   }
   cgrt__emu_unlock();
   return r;
@@ -557,6 +570,7 @@ CUresult cgrt__emu_cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
   e->conds = conds;
   e->nconds = nconds;
   conds = NULL;
+  e->device_stale = 1;
   resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
 out:
   if (ks != NULL)
