@@ -18,12 +18,12 @@ def decode_table(d):
     peer_nodes = nodes.get("torch_graph_peer", {})
     out = ["| batch | context | cgrt PreparedStep GPU p50 / p99 (ms) | torch graph, same model (ms) | "
            "torch_graph_peer (ms) | cgrt / peer | sync step p50: cgrt / peer (ms) | host us cgrt p50 / p99 "
-           "(quietest round) | bare cuGraphLaunch p50 / p99 | peer host p50 / p99 | nodes per step: cgrt graph (all) / "
-           "peer graph (kernels) |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "(quietest round) | host us device-launched PreparedStep p50 / p99 | bare cuGraphLaunch p50 / p99 | "
+           "peer host p50 / p99 | nodes per step: cgrt graph (all) / peer graph (kernels) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in d["points"]:
         if "methods" not in p:
-            out.append(f"| {p['batch']} | {p['context']} | skipped: {p.get('skipped')} | | | | | | | | |")
+            out.append(f"| {p['batch']} | {p['context']} | skipped: {p.get('skipped')} | | | | | | | | | |")
             continue
         m = p["methods"]
 
@@ -37,6 +37,7 @@ def decode_table(d):
             f"{_f(g('cgrt_prepared', 'sync_step_ms'))} / {_f(g('torch_graph_peer', 'sync_step_ms'))} | "
             f"{_f(g('cgrt_prepared', 'host_us'), 1)} / {_f(g('cgrt_prepared', 'host_us', 'p99'), 1)} "
             f"({_f(g('cgrt_prepared', 'host_us', 'best_round_p50'), 1)}) | "
+            f"{_f(g('cgrt_device_launch', 'host_us'), 1)} / {_f(g('cgrt_device_launch', 'host_us', 'p99'), 1)} | "
             f"{_f(g('launch_floor', 'host_us'), 1)} / {_f(g('launch_floor', 'host_us', 'p99'), 1)} | "
             f"{_f(g('torch_graph_peer', 'host_us'), 1)} / {_f(g('torch_graph_peer', 'host_us', 'p99'), 1)} | "
             f"{cg.get(str(p['bucket']), '-')} / {pk.get('kernel', '-')} |")
@@ -50,7 +51,7 @@ def wait_table(d):
         if "cgrt_prepared_blocking" not in m:
             continue
         for k in ("cgrt_prepared", "cgrt_prepared_fixed", "cgrt_prepared_blocking", "cgrt_prepared_sleep_poll",
-                  "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer"):
+                  "cgrt_device_launch", "cgrt_nobind", "launch_floor", "torch_graph", "torch_graph_peer"):
             h = m.get(k, {}).get("host_us") or {}
             if h:
                 rounds = ", ".join(f"{x:.1f}" for x in h.get("round_p50", []))
