@@ -747,6 +747,10 @@ def host_overhead(pt, floor_us):
                 h["breakdown_us"].update(moves=prep - fix, prepared_call_unmoved=fix - nob)
         say(f"  host: prepared p50 {prep:.1f} us p99 {get('cgrt_prepared', 'p99'):.1f} us; floors: no-binding step "
             f"{nob if nob is None else round(nob, 1)} us, bare cuGraphLaunch {lf if lf is None else round(lf, 1)} us")
+    dl = get("cgrt_device_launch")
+    if dl is not None:  # the same PreparedStep on the device-launched set
+        h["device_launch_meets_p50_target"] = dl <= HOST_TARGET_US
+        h["device_launch_meets_p99_target"] = get("cgrt_device_launch", "p99") <= HOST_P99_TARGET_US
     pt["host_time"] = h
 
 
