@@ -261,16 +261,13 @@ cgrt_status cgrt_graphs_create(cgrt_runtime *rt, const cgrt_graphs_options *opti
     set->stream = options->stream ? options->stream : set->own_stream;
     st = gx_buckets_build(set);
   }
-  if (st == CGRT_SUCCESS && cgrt__handle_add(set, CGRT__HANDLE_GRAPHS) != 0)
-    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_graphs_create: the live-handle table is full");
+  if (st == CGRT_SUCCESS)
+    st = cgrt__runtime_adopt(rt, set, CGRT__HANDLE_GRAPHS, &set->child, destroy_child, "graph set",
+                             "cgrt_graphs_create");
   if (st != CGRT_SUCCESS) {
     graphs_free(set);
     return st;
   }
-  set->child.destroy = destroy_child;
-  set->child.obj = set;
-  set->child.kind = "graph set";
-  cgrt__runtime_attach(rt, &set->child);
   set->attached = 1;
   *out = set;
   return CGRT_SUCCESS;

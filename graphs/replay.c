@@ -150,9 +150,10 @@ retry:
       return st;
     }
   }
-  /* Nodes the host updates itself (device patching delivers the others at the launch). */
-  const size_t nhost = ndk + ndm > 0 ? gx_index_host_dirty(e, ndk, ndm) : 0;
-  if (nhost > 0 && e->dlaunch) {
+  /* Of a device-launched bucket: the nodes the host updates itself, which need the
+   * executable idle and a re-upload (device patching delivers the others at the launch). */
+  const size_t nhost = e->dlaunch && ndk + ndm > 0 ? gx_index_host_dirty(e, ndk, ndm) : 0;
+  if (nhost > 0) {
     /* A host update of a device-launched executable: none of its launches may be queued,
      * and the device sees the update only after a new upload. */
     st = gx_dl_quiesce(set);
@@ -180,7 +181,7 @@ retry:
     st = copy_bindings(set, 0);
     if (st != CGRT_SUCCESS) return st;
   }
-  if (e->dlaunch && nhost > 0) {
+  if (nhost > 0) {
     st = CGRT__CU(set->drv, cuGraphUpload, (e->exec, set->stream), CGRT_ERROR_DRIVER,
                   "device launch: uploading a bucket after a host patch");
     if (st == CGRT_SUCCESS)

@@ -205,14 +205,9 @@ cgrt_status cgrt_segment_begin(cgrt_runtime *rt, CUstream stream, cgrt_segment *
   qsort(seg->start, seg->nstart, sizeof(CUgraphNode), by_handle);
   if ((st = graph_nodes(d, graph, api, &seg->before, &seg->nbefore))) goto fail;
   qsort(seg->before, seg->nbefore, sizeof(CUgraphNode), by_handle);
-  if (cgrt__handle_add(seg, CGRT__HANDLE_SEGMENT) != 0) {
-    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: the live-handle table is full", api);
+  if ((st = cgrt__runtime_adopt(rt, seg, CGRT__HANDLE_SEGMENT, &seg->child, destroy_child, "capture segment",
+                                api)))
     goto fail;
-  }
-  seg->child.destroy = destroy_child;
-  seg->child.obj = seg;
-  seg->child.kind = "capture segment";
-  cgrt__runtime_attach(rt, &seg->child);
   *out = seg;
   return CGRT_SUCCESS;
 fail:

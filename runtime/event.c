@@ -63,15 +63,13 @@ cgrt_status cgrt_event_create(cgrt_runtime *rt, cgrt_event **out) {
     cgrt__handle_free(e);
     return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuEventCreate", "cgrt_event_create");
   }
-  if (cgrt__handle_add(e, CGRT__HANDLE_EVENT) != 0) {
+  st = cgrt__runtime_adopt(rt, e, CGRT__HANDLE_EVENT, &e->child, destroy_child, "cgrt_event",
+                           "cgrt_event_create");
+  if (st != CGRT_SUCCESS) {
     rt->drv->cuEventDestroy(e->ev);
     cgrt__handle_free(e);
-    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_event_create: the live-handle table is full");
+    return st;
   }
-  e->child.destroy = destroy_child;
-  e->child.obj = e;
-  e->child.kind = "cgrt_event";
-  cgrt__runtime_attach(rt, &e->child);
   *out = e;
   return CGRT_SUCCESS;
 }

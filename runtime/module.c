@@ -50,15 +50,13 @@ cgrt_status cgrt_module_load(cgrt_runtime *rt, const void *image, cgrt_module **
     return cgrt__fail_cu(module_status(r), r, "cuModuleLoadData", "cgrt_module_load");
   }
   m->rt = rt;
-  if (cgrt__handle_add(m, CGRT__HANDLE_MODULE) != 0) {
+  st = cgrt__runtime_adopt(rt, m, CGRT__HANDLE_MODULE, &m->child, destroy_child, "module",
+                           "cgrt_module_load");
+  if (st != CGRT_SUCCESS) {
     rt->drv->cuModuleUnload(m->mod);
     cgrt__handle_free(m);
-    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_module_load: the live-handle table is full");
+    return st;
   }
-  m->child.destroy = destroy_child;
-  m->child.obj = m;
-  m->child.kind = "module";
-  cgrt__runtime_attach(rt, &m->child);
   *out = m;
   return CGRT_SUCCESS;
 }

@@ -340,6 +340,17 @@ void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *c) {
   pthread_mutex_unlock(&rt->mu);
 }
 
+cgrt_status cgrt__runtime_adopt(cgrt_runtime *rt, void *obj, cgrt__handle_kind handle_kind, cgrt__child *child,
+                                void (*destroy)(void *obj), const char *what, const char *api) {
+  if (cgrt__handle_add(obj, handle_kind) != 0)
+    return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: the live-handle table is full", api);
+  child->destroy = destroy;
+  child->obj = obj;
+  child->kind = what;
+  cgrt__runtime_attach(rt, child);
+  return CGRT_SUCCESS;
+}
+
 void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *c) {
   pthread_mutex_lock(&rt->mu);
   if (c->prev) c->prev->next = c->next;

@@ -9,6 +9,7 @@
 #include "cgrt/cgrt_workspace.h"
 #include "runtime/driver.h"
 #include "runtime/error.h"
+#include "runtime/handles.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -175,6 +176,14 @@ CUresult cgrt__ctx_synchronize_raw(const cgrt__driver *drv);
  * detach it whatever else fails, before its storage is freed. Thread-safe. */
 void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *child);
 void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *child);
+
+/* The last step of every cgrt_x_create: makes `obj` a live handle of `handle_kind`
+ * (runtime/handles.h) and attaches it to rt as the child `child` (destroyed by `destroy`
+ * at runtime teardown; `what` names it in the teardown's log). On failure
+ * (CGRT_ERROR_OUT_OF_MEMORY, "<api>: the live-handle table is full") nothing is changed:
+ * the caller releases what it built. Thread-safe. */
+cgrt_status cgrt__runtime_adopt(cgrt_runtime *rt, void *obj, cgrt__handle_kind handle_kind, cgrt__child *child,
+                                void (*destroy)(void *obj), const char *what, const char *api);
 
 /* Frees everything the workspace manager holds (used by cgrt_runtime_destroy). */
 void cgrt__workspace_release_all(cgrt_runtime *rt);

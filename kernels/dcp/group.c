@@ -310,15 +310,10 @@ cgrt_status cgrt_dcp_group_create(cgrt_runtime *rt, const cgrt_dcp_options *opts
   if ((st = CGRT__CU(rt->drv, cuStreamCreate, (&g->stream, CU_STREAM_NON_BLOCKING), CGRT_ERROR_DRIVER, api))) goto fail;
   if ((st = CGRT__CU(rt->drv, cuEventCreate, (&g->event, CU_EVENT_DISABLE_TIMING), CGRT_ERROR_DRIVER, api))) goto fail;
   if ((st = join(g))) goto fail;
-  if (cgrt__handle_add(g, CGRT__HANDLE_DCP_GROUP) != 0) {
-    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: the live-handle table is full", api);
+  if ((st = cgrt__runtime_adopt(rt, g, CGRT__HANDLE_DCP_GROUP, &g->child, destroy_child, "dcp group", api))) {
     g->failed = 1; /* the others joined: abort so that they do not wait on this rank */
     goto fail;
   }
-  g->child.destroy = destroy_child;
-  g->child.obj = g;
-  g->child.kind = "dcp group";
-  cgrt__runtime_attach(rt, &g->child);
   *out = g;
   return CGRT_SUCCESS;
 fail:

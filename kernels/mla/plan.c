@@ -342,14 +342,9 @@ cgrt_status cgrt_mla_plan_create(cgrt_runtime *rt, const cgrt_mla_options *opts,
     p->fixed_split_bytes = (size_t)p->max_rows * p->q_heads * splits * (CGRT_MLA_DV + 1) * 4;
   }
   if ((st = reserve(p))) goto fail;
-  if (cgrt__handle_add(p, CGRT__HANDLE_MLA_PLAN) != 0) {
-    st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "cgrt_mla_plan_create: the live-handle table is full");
+  if ((st = cgrt__runtime_adopt(rt, p, CGRT__HANDLE_MLA_PLAN, &p->child, destroy_child, "mla plan",
+                                "cgrt_mla_plan_create")))
     goto fail;
-  }
-  p->child.destroy = destroy_child;
-  p->child.obj = p;
-  p->child.kind = "mla plan";
-  cgrt__runtime_attach(rt, &p->child);
   *out = p;
   return CGRT_SUCCESS;
 fail:
