@@ -331,7 +331,7 @@ fail:
   return st;
 }
 
-void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *c) {
+static void runtime_attach(cgrt_runtime *rt, cgrt__child *c) {
   pthread_mutex_lock(&rt->mu);
   c->prev = NULL;
   c->next = rt->children;
@@ -347,7 +347,7 @@ cgrt_status cgrt__runtime_adopt(cgrt_runtime *rt, void *obj, cgrt__handle_kind h
   child->destroy = destroy;
   child->obj = obj;
   child->kind = what;
-  cgrt__runtime_attach(rt, child);
+  runtime_attach(rt, child);
   return CGRT_SUCCESS;
 }
 

@@ -170,11 +170,11 @@ cgrt_status cgrt__ctx_synchronize(cgrt_runtime *rt, const char *api);
  * calling thread must not capture (it would wait for itself). */
 CUresult cgrt__ctx_synchronize_raw(const cgrt__driver *drv);
 
-/* Attaches/detaches a child object (the child struct is owned by the caller, typically
- * embedded in the object). Detaching a child that is not linked (cgrt_runtime_destroy
- * unlinks each child before calling its destroy) is a no-op. A child's destroy must
- * detach it whatever else fails, before its storage is freed. Thread-safe. */
-void cgrt__runtime_attach(cgrt_runtime *rt, cgrt__child *child);
+/* Detaches a child object attached by cgrt__runtime_adopt (the child struct is owned by
+ * the caller, typically embedded in the object). Detaching a child that is not linked
+ * (cgrt_runtime_destroy unlinks each child before calling its destroy) is a no-op. A
+ * child's destroy must detach it whatever else fails, before its storage is freed.
+ * Thread-safe. */
 void cgrt__runtime_detach(cgrt_runtime *rt, cgrt__child *child);
 
 /* The last step of every cgrt_x_create: makes `obj` a live handle of `handle_kind`

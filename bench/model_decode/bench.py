@@ -1381,11 +1381,12 @@ def plots(out, folder):
         ax.axhline(HOST_TARGET_US if key != "p99" else 40.0, color="gray", lw=0.8, ls=":", label="target")
         files.append(_finish_plot(plt, fig, ax, pts, ylabel, f"{title}\n{gpu}", os.path.join(folder, name)))
 
-    host_plot(methods + ["cgrt_device_launch", "launch_floor"], "p50", max, "host time per step p50 (us), worst context",
+    host_methods = methods + ["cgrt_device_launch", "launch_floor"]
+    host_plot(host_methods, "p50", max, "host time per step p50 (us), worst context",
               "host time per step (perf_counter around the host part), all timed steps", "host_time.png")
-    host_plot(methods + ["cgrt_device_launch", "launch_floor"], "p99", max, "host time per step p99 (us), worst context",
+    host_plot(host_methods, "p99", max, "host time per step p99 (us), worst context",
               "host time per step p99, all timed steps", "host_time_p99.png")
-    host_plot(methods + ["cgrt_device_launch", "launch_floor"], "best_round_p50", max,
+    host_plot(host_methods, "best_round_p50", max,
               "quietest round's host p50 (us), worst context",
               "host time per step, the quietest of each point's rounds", "host_time_quietest.png")
     return files
