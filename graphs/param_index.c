@@ -329,6 +329,7 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   n = 0;
   for (size_t gi = 0; gi < ng; gi++) {
     size_t got = counts[gi];
+    if (got == 0) continue; /* the driver refuses a node array of 0 entries (an empty capture) */
     r = drv->cuGraphGetNodes(graphs[gi], nodes + n, &got);
     if (r != CUDA_SUCCESS) {
       st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");

@@ -196,6 +196,8 @@ CUresult cgrt__emu_cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *n
     r = CUDA_ERROR_INVALID_HANDLE;
   } else if (nodes == NULL) {
     *numNodes = hGraph->n;
+  } else if (*numNodes == 0) {
+    r = CUDA_ERROR_INVALID_VALUE; /* as driver 580 answers an array of 0 entries */
   } else {
     size_t want = *numNodes;
     size_t got = want < hGraph->n ? want : hGraph->n;

@@ -44,6 +44,20 @@ class EmuGraph : public EmuTest {
   CUdeviceptr x1 = 0, y1 = 0, x2 = 0, y2 = 0;
 };
 
+// An empty graph has 0 nodes, and a node array of 0 entries is refused: driver 580 answers
+// CUDA_ERROR_INVALID_VALUE (an empty capture's indexing on an H100), so callers ask for the
+// nodes only when there are some.
+TEST_F(EmuGraph, AnArrayOfZeroNodesIsRefused) {
+  CUgraph g = nullptr;
+  ASSERT_CU(d->cuGraphCreate(&g, 0));
+  size_t n = 7;
+  EXPECT_CU(d->cuGraphGetNodes(g, nullptr, &n));
+  EXPECT_EQ(0u, n);
+  CUgraphNode node = nullptr;
+  EXPECT_EQ(CUDA_ERROR_INVALID_VALUE, d->cuGraphGetNodes(g, &node, &n));
+  ASSERT_CU(d->cuGraphDestroy(g));
+}
+
 TEST_F(EmuGraph, KernelNodeParamsHoldTheCapturedValues) {
   CUgraph g = CaptureAxpy(2.5f, x1, y1);
   std::vector<CUgraphNode> nodes = Nodes(g);
