@@ -68,10 +68,9 @@ typedef enum cgrt_mla_kv_dtype {
    * the V / latent part, 512..575 the rope part); value = e4m3 x kv_scale, one
    * per-tensor scale (the serving convention of a per-layer k_scale, as vLLM and
    * FlashMLA pass it) held by the plan. q and out stay bf16, the LSE fp32; the kernels
-   * dequantize on the fly. Every head count takes it, in CTAs of at most 16 query
-   * heads (the FP8 split kernel's most; see the head rule at cgrt_mla_plan_create: 128
-   * heads run 8 CTAs per KV range, each reading the range's tiles); block rows run
-   * apart. */
+   * dequantize on the fly. Every head count takes it, with the head rule and block rows
+   * of a bf16 cache (see cgrt_mla_plan_create), except that 128 heads run two CTAs of
+   * 64 per KV range on the FP8 64-row kernel. */
   CGRT_MLA_KV_FP8_E4M3 = 1
 } cgrt_mla_kv_dtype;
 
@@ -168,7 +167,8 @@ typedef struct cgrt_mla_plan_info {
                               * cache "cgrt_mla_split_t64_fp8"), "cgrt_mla_split_t64_n32"
                               * (17..32), "cgrt_mla_split_t64_n64" (33..64 in one head
                               * group) or "cgrt_mla_split_m64_ws" (33..64 in two or more
-                              * head groups: 128 heads) (static string) */
+                              * head groups: 128 heads); with an FP8 cache
+                              * "cgrt_mla_split_t64_n64_fp8" for 17..64 (static string) */
   const char *one_row_kernel; /* the split kernel of steps of one row (static string):
                                * "cgrt_mla_split_t64_row1" (FP8: "..._row1_fp8") for <= 32
                                * heads per CTA (17..32: in CTAs of 16 heads) unless combine
@@ -194,9 +194,9 @@ typedef struct cgrt_mla_plan_info {
  * buffer. Do this during warm-up, before cgrt_workspace_lock.
  *
  * Head rule: with q = heads * dcp_world_size and tile = 8 if q <= 8, 16 if q <= 16, 32
- * if q <= 32, else 64 (16 for both with an FP8 cache), the fast path takes q iff
+ * if q <= 32, else 64 (for an FP8 cache too), the fast path takes q iff
  * q % min(q, tile) == 0 (CTAs of min(q, tile) heads; steps of one row with 17..32 heads
- * per CTA run CTAs of 16); any other q (FP8 20 or 24, 96, ...) takes the generic path
+ * per CTA run CTAs of 16); any other q (96, ...) takes the generic path
  * (CTAs of 16 heads, the last partly masked), which is logged once here at
  * CGRT_LOG_WARN. Neither is an error.
  *
@@ -210,8 +210,7 @@ typedef struct cgrt_mla_plan_info {
  * not > 0 with FP8), v_head_dim (not 0 or a multiple of 32 in 32..512), more than 2^20 rows or 4096 query heads, a block table
  * of 2^31 or more entries, a context (min(max_model_len, max_blocks_per_seq x
  * page_size)) above 2^30 tokens, or max_rows rows of that context holding 2^31 or more
- * 32-token tiles; with an FP8 cache block rows that would run together run apart instead,
- * on the FP8 kernel, which is no error); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
+ * 32-token tiles); CGRT_ERROR_WORKSPACE_LOCKED (the reservation or
  * the counters would have to grow after the lock); CGRT_ERROR_CAPTURING;
  * CGRT_ERROR_OUT_OF_MEMORY; CGRT_ERROR_INTERNAL (kernel missing from the module);
  * CGRT_ERROR_DRIVER. Thread-safe. Must not be called while capturing. */

@@ -24,6 +24,10 @@
  * slack + Q of 64 rows + a ring of two 64-token tiles (P^T in their rope blocks) + small
  * arrays with the fused schedule of 256 rows. */
 #define CGRT_MLA_T64_N64_SMEM 225584
+/* cgrt_mla_split_t64_n64_fp8 / _n64_fp8_causal (kernels/mla/split_t64_n64_fp8.cu): 1 KB
+ * alignment slack + Q of 64 rows in f16 + one f16 64-token tile (P^T in its rope block) +
+ * an e4m3 ring of two 64-token tiles + small arrays (the n64 ones and 64 Q scales). */
+#define CGRT_MLA_T64_N64_FP8_SMEM 225840
 
 /* The diagnostic build's phase stamps (kernels/mla/stamps.cuh, read by mla_decode_bench
  * --stamps): rows of CTAs, segments stamped per CTA, values per row. */

@@ -21,9 +21,11 @@
  *                are SMs x ctas_per_sm / head groups (one wave)
  *   hg_min, hg_max  query heads per CTA the kernel takes (split roles; 0 otherwise)
  *   g_max        most head groups per request (CTAs that read the same KV tiles) the plan
- *                picks it for; 0: any. The token-major 64-row kernels take a request's
- *                rows in one CTA only: where two CTAs share each tile (128 heads) the
- *                warp-specialised kernel's products are faster (docs/mla_decode.md)
+ *                picks it for; 0: any. The token-major bf16 64-row kernels take a
+ *                request's rows in one CTA only: where two CTAs share each tile (128
+ *                heads) the warp-specialised kernel's products are faster; the FP8 one
+ *                takes any (its alternative there is 8 CTAs of 16 rows per tile;
+ *                docs/mla_decode.md)
  *   pages        page sizes it takes: a mask of CGRT__MLA_PAGE_16 / _32 / _64
  *   aligned      1: the plan asks the schedule for row-aligned ranges (min_tiles
  *                negated; see CGRT_MLA_ALIGN_MAX_TILES), where that was measured faster
@@ -69,6 +71,8 @@ typedef enum cgrt__mla_role {
   X(cgrt_mla_split_t64_n32_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 128, CGRT_MLA_T64_N32_SMEM, 1, 17, 32, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
   X(cgrt_mla_split_t64_n64,      CGRT__MLA_SPLIT,          256, CGRT_MLA_T64_N64_SMEM,   1, 33, 64, 1, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_t64_n64_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_T64_N64_SMEM, 1, 33, 64, 1, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_BF16, split_ref)    \
+  X(cgrt_mla_split_t64_n64_fp8,  CGRT__MLA_SPLIT,          256, CGRT_MLA_T64_N64_FP8_SMEM, 1, 17, 64, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref)     \
+  X(cgrt_mla_split_t64_n64_fp8_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 256, CGRT_MLA_T64_N64_FP8_SMEM, 1, 17, 64, 0, CGRT__MLA_PAGES, 1, 1, CGRT__MLA_KV_FP8, split_fp8_ref) \
   X(cgrt_mla_split_m64_ws,       CGRT__MLA_SPLIT,          384, CGRT_MLA_M64_WS_SMEM,    1, 17, 64, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)           \
   X(cgrt_mla_split_m64_ws_causal, CGRT__MLA_SPLIT_CAUSAL_BLOCK, 384, CGRT_MLA_M64_WS_SMEM, 1, 17, 64, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, split_ref)        \
   X(cgrt_mla_combine,            CGRT__MLA_COMBINE,        256, 0,                       1,  0,  0, 0, CGRT__MLA_PAGES, 0, 0, CGRT__MLA_KV_BF16, combine_ref)         \

@@ -142,8 +142,8 @@ static cgrt_status check_options(const cgrt_mla_options *opts, cgrt_mla_options 
 static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int groups, int page_size, int kv);
 
 /* The head rule: tile = 8 if q_heads <= 8, 16 if <= 16, 32 if <= 32, else 64, where the
- * table has a split kernel of that many heads per CTA for the cache's dtype; 16 where it
- * has none (FP8: the 16-head kernel is its only split kernel); the fast path takes
+ * table has a split kernel of that many heads per CTA for the cache's dtype (FP8: the
+ * 17..64-row kernel serves 32 and 64); 16 where it has none; the fast path takes
  * q_heads iff q_heads % min(q_heads, tile) == 0, with groups of min(q_heads, tile) heads;
  * every other count takes the generic path: groups of 16 heads, the last partly masked. */
 static void head_rule(cgrt_mla_plan *p) {
@@ -180,18 +180,20 @@ static const cgrt__mla_kernel *pick(cgrt__mla_role role, int hg, int groups, int
  * a request's k x q_heads query rows (groups of 64, the last partly masked) on the
  * 64-row kernels, where that reads the KV fewer times than the rows apart
  * (ceil(k q_heads / 64) < k x head groups) and the block has at least
- * CGRT_MLA_SHARE_MIN_ROWS query rows; causal rows need a kernel of role
- * CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row lengths). An FP8 cache keeps the rows apart (no
- * 64-row FP8 kernel). Figures: docs/mla_decode.md. */
+ * CGRT_MLA_SHARE_MIN_ROWS query rows; the cache's dtype needs a kernel of that many
+ * query rows, and causal rows one of role CGRT__MLA_SPLIT_CAUSAL_BLOCK (per-row lengths):
+ * bf16 and FP8 have both (FP8: cgrt_mla_split_t64_n64_fp8 / _causal, 17..64 rows).
+ * Figures: docs/mla_decode.md. */
 static void block_rule(cgrt_mla_plan *p) {
   const int k = p->o.block_len;
-  if (k < 2 || p->o.kv_dtype != CGRT_MLA_KV_BF16) return;
+  if (k < 2) return;
+  const int kv = p->o.kv_dtype == CGRT_MLA_KV_FP8_E4M3 ? CGRT__MLA_KV_FP8 : CGRT__MLA_KV_BF16;
   const long long kh = (long long)k * p->q_heads;
   const long long groups = (kh + 63) / 64;
   const long long reads = (long long)k * p->groups; /* per request, the rows apart */
   if (kh < CGRT_MLA_SHARE_MIN_ROWS || groups >= reads) return;
-  if (p->o.causal &&
-      !pick(CGRT__MLA_SPLIT_CAUSAL_BLOCK, (int)(kh < 64 ? kh : 64), (int)groups, p->o.page_size, CGRT__MLA_KV_BF16))
+  if (!pick(p->o.causal ? CGRT__MLA_SPLIT_CAUSAL_BLOCK : CGRT__MLA_SPLIT, (int)(kh < 64 ? kh : 64), (int)groups,
+            p->o.page_size, kv))
     return;
   p->unit = k;
   p->kh = (int)kh;

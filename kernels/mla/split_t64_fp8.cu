@@ -29,11 +29,10 @@
 // (O = kv_scale sum p e / l). 1 CTA per SM (CGRT_MLA_T64_FP8_SMEM bytes of shared memory).
 // Without sm_90a (the compute_90 PTX) the products run on f16 mma.sync over the same layout.
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
+#include "kernels/mla/fp8.cuh"
 #include "kernels/mla/split.cuh"
 #include "kernels/mla/t64.cuh"
 #include "kernels/mla/wgmma.cuh"
@@ -42,6 +41,7 @@ namespace {
 
 using namespace cgrt_wg;
 using namespace cgrt_t64;
+using namespace cgrt_fp8;
 
 constexpr int kTile = 9 * kCB;   // an f16 tile (73728 bytes)
 constexpr int kF8Sub = 64 * 192; // an e4m3 sub-stage: 64 tokens x 192 bytes
@@ -53,81 +53,6 @@ static_assert(kOStageBytes + kMergeBatch * 16 * DV * 4 <= 2 * kTile + kF8Slots *
               "the output staging and the merge buffers fit over the tiles and the ring");
 static_assert(kBytes == CGRT_MLA_T64_FP8_SMEM, "the kernel table passes CGRT_MLA_T64_FP8_SMEM");
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
-
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
-// Four e4m3 values as four f16 values (lo = values 0, 1), exact.
-__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t &lo, uint32_t &hi) {
-  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
-  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
-  lo = *reinterpret_cast<const uint32_t *>(&a);
-  hi = *reinterpret_cast<const uint32_t *>(&b);
-}
-// Q of a head row (landed in shared memory: this thread's 9 chunks of row crow) to f16
-// in place, times 2^(14 - e) with 2^e <= max |q| of the head < 2^(e + 1) (the 8 threads of
-// a head row are 8 consecutive lanes), so that every value stays in f16 range; s_qinv[crow]
-// = 2^(e - 14) scales S back.
-__device__ __forceinline__ void q_to_f16(uint32_t s_q, int crow, int cch, float *s_qinv) {
-  uint4 v[9];
-  float mx = 0.f;
-#pragma unroll
-  for (int cb = 0; cb < 9; cb++) {
-    v[cb] = ld_shared_v4(s_q + cb * kQ16 + swz(crow, cch));
-    const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-      mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w[e] << 16)), fabsf(__uint_as_float(w[e] & 0xffff0000u))));
-  }
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-  int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127; // floor(log2 max) (max > 0 normal)
-  ex = mx > 0.f ? max(ex, -112) : 14; // all zero (a padding head): 1; sc, 1 / sc normal
-  const float sc = __uint_as_float((uint32_t)(127 + 14 - ex) << 23);
-  if (cch == 0) s_qinv[crow] = __uint_as_float((uint32_t)(127 - 14 + ex) << 23);
-#pragma unroll
-  for (int cb = 0; cb < 9; cb++) {
-    const uint32_t w[4] = {v[cb].x, v[cb].y, v[cb].z, v[cb].w};
-    uint32_t h[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const __half2 t = __floats2half2_rn(__uint_as_float(w[e] << 16) * sc, __uint_as_float(w[e] & 0xffff0000u) * sc);
-      h[e] = *reinterpret_cast<const uint32_t *>(&t);
-    }
-    st_shared_v4(s_q + cb * kQ16 + swz(crow, cch), h[0], h[1], h[2], h[3]);
-  }
-}
-__device__ __forceinline__ void st_shared_f16(uint32_t addr, float v) {
-  const __half h = __float2half_rn(v);
-  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(*reinterpret_cast<const unsigned short *>(&h)) : "memory");
-}
-#if CGRT_WG_HAS_WGMMA
-template <int TA>
-__device__ __forceinline__ void wgmma_f16_m64n16(float (&d)[8], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7"
-      "}, %8, %9, p, 1, 1, %11, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(da), "l"(db), "r"(scale_d), "n"(TA));
-}
-#else
-__device__ __forceinline__ void mma16816_f16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#endif
 
 // S^T = K . Q^T of one tile as t64_qk_issue (kernels/mla/t64.cuh), in f16.
 template <class KB>
@@ -199,7 +124,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
                                               int mbps, int ps, int bl, float scale,
                                               const int *__restrict__ seq_lens, int cap, int min_tiles, int causal,
                                               int mk, float kv_scale) {
-  (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on m64 kernels only)
+  (void)mk; // 0: one row per "row" (kernels/mla/plan.c runs blocks together on kernels of 17+ rows only)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const unsigned shift = (1024u - (smem_addr(smem_raw) & 1023u)) & 1023u;
   unsigned char *sm = smem_raw + shift;
@@ -311,7 +236,7 @@ __device__ __forceinline__ void split_t64_fp8(const bf16 *__restrict__ q, const 
     issue(4, pg1);
     cp_wait<4>();
     widen(0);
-    q_to_f16(s_q, crow, cch, s_qinv); // Q landed: this thread's chunks
+    q_to_f16<kQ16>(s_q, crow, cch, s_qinv, crow); // Q landed: this thread's chunks
     issue(5, pg1);
     cp_wait<4>();
     widen(1);

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "kernels/mla/common.h"
+#include "kernels/mla/n64.cuh"
 #include "kernels/mla/split.cuh"
 #include "kernels/mla/t64.cuh"
 #include "kernels/mla/wgmma.cuh"
@@ -49,13 +50,10 @@ namespace {
 
 using namespace cgrt_wg;
 using namespace cgrt_t64;
+using namespace cgrt_n64;
 
-constexpr int kNW = 32;             // query rows per warpgroup
-constexpr int kThreads = 256;       // two warpgroups
-constexpr int kQW = 9 * kNW * 128;  // Q of one warpgroup: 9 column blocks of 32 rows
 constexpr int kTile = 9 * kCB;      // a 64-token tile: 9 column blocks
 constexpr int kRing = 2 * kTile;    // tiles i & 1
-constexpr int kPW = kNW * 128;      // P^T of one warpgroup (in the tile's rope block)
 constexpr int kSmall = 2 * kNW * 4 * 4 + (2 * kThreads + 2) * 4 + (kThreads / 32) * 4 + 4 + 4 + 2 * kNW * 4;
 static_assert((2 * kNW * 4 * 4 + (2 * kThreads + 2) * 4 + (kThreads / 32) * 4 + 4 + 4) % 16 == 0, "s_end 16-byte aligned");
 constexpr int kBytes = 1024 + 2 * kQW + kRing + kSmall;
@@ -64,81 +62,6 @@ static_assert(kBytes == CGRT_MLA_T64_N64_SMEM, "the kernel table passes CGRT_MLA
 static_assert(kBytes <= 227 * 1024, "one CTA per SM");
 static_assert(kStageBytes <= 2 * kQW + kRing, "the output staging fits over Q and the ring");
 static_assert(2 * kPW <= kCB && (kCB % 1024) == 0 && (kPW % 1024) == 0, "P^T of both warpgroups in a rope block");
-
-// The end of a segment of row r (all 256 threads, after the last tile's products):
-// waits for the copies still in flight, sums the rows (per warpgroup through s_red_w),
-// writes O^T / l and the LSE to out / lse (nsplit == 1) or to partial slot r + p; under
-// the counters strategy the CTA that arrives last for the row merges its nh heads
-// (combine_heads, one warp per head, from global memory: the merge buffers of t64_merge
-// do not fit beside a 64-row staging). s_stage ([64][kOStr] floats) lies over Q and the
-// ring; ends with a __syncthreads, after which they are free again. EMPTY: a query row
-// without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
-// partial as 0).
-template <bool EMPTY>
-__device__ __forceinline__ void n64_finish(float (&o)[8][16], const float (&m)[8], float (&l)[8], int w,
-                                           float *s_red_w, float *s_stage, int *s_last, bf16 *__restrict__ out,
-                                           float *__restrict__ lse, float *__restrict__ part_o,
-                                           float *__restrict__ part_lse, unsigned *__restrict__ counters, int r,
-                                           int qh, int h_begin, int nh, int pf, int nsplit) {
-  const int tid = threadIdx.x, lane = tid & 31, wq = (tid >> 5) & 3;
-  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * wq + gq;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
-  cgrt_mla::cp_wait<0>();
-#pragma unroll
-  for (int h = 0; h < 8; h++) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
-  }
-  __syncthreads(); // every P.V done: Q and the ring are free for the staging; s_red free
-  if (gq == 0) {
-#pragma unroll
-    for (int h = 0; h < 8; h++) s_red_w[t64_head_of(h, t4) * 4 + wq] = l[h];
-  }
-  __syncthreads();
-  float inv[8], lsev[8];
-#pragma unroll
-  for (int h = 0; h < 8; h++) {
-    const float4 v = *reinterpret_cast<const float4 *>(s_red_w + t64_head_of(h, t4) * 4);
-    const float lt = (v.x + v.y) + (v.z + v.w);
-    if constexpr (EMPTY) {
-      inv[h] = lt > 0.f ? 1.f / lt : 0.f;
-      lsev[h] = lt > 0.f ? (m[h] + __log2f(lt)) * 0.6931471805599453f : -INFINITY;
-    } else {
-      inv[h] = 1.f / lt;
-      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
-    }
-  }
-  each_o<kNW>([&](int i, int j, int e) {
-    float *row = s_stage + (kNW * w + t64_head_of(2 * j + e, t4)) * kOStr + 64 * i + ta;
-    row[0] = o[i][4 * j + e] * inv[2 * j + e];
-    row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-  });
-  const long long slot = (long long)r + p;
-  if (wq == 0 && gq == 0) {
-#pragma unroll
-    for (int h = 0; h < 8; h++) {
-      const int head = kNW * w + t64_head_of(h, t4);
-      if (head < nh) {
-        if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
-        else part_lse[slot * qh + h_begin + head] = lsev[h];
-      }
-    }
-  }
-  __syncthreads();
-  for (int id = tid; id < nh * (DV / 4); id += kThreads) {
-    const int head = id / (DV / 4), c4 = id - head * (DV / 4);
-    const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
-    if (nsplit == 1)
-      cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
-    else
-      *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
-  }
-  if (nsplit > 1 && counters != nullptr)
-    cgrt_mla::last_cta_merge<kThreads, 0>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_begin + nh, g, G,
-                                          r + pf, nsplit, s_last);
-  __syncthreads(); // the staging is read before the next segment's loads
-}
 
 // MK (the _causal kernel, causal verify rows of a block run together): each "row" is a
 // request whose qh query rows are mk block rows of qh / mk heads; query row h sees
@@ -220,29 +143,10 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
       }
       cp_commit();
     };
-    {
-      // Q of the head group (rows past nh zero), in the first commit group.
-      const bf16 *qr = q + ((long long)r * qh + h_begin) * D;
-#pragma unroll
-      for (int x = 0; x < 2; x++) {
-        const int hr = crow + kNW * x;
-        const bool ok = hr < nh;
-#pragma unroll
-        for (int cb = 0; cb < 9; cb++)
-          cp_async16(s_q + x * kQW + cb * (kNW * 128) + swz(crow, cch),
-                     ok ? qr + (long long)hr * D + cb * 64 + cch * 8 : q, ok ? 16 : 0);
-      }
-    }
-    // MK: the token end of each query row of the CTA (per-row lengths), in s_end as
-    // [warpgroup][quad lane t4][head index h] (the thread's 8 columns contiguous), read
-    // per tile: long-lived registers here spill at 255.
-    if constexpr (MK) {
-      if (tid < 2 * kNW) {
-        const int x = tid & (kNW - 1), t4 = (x >> 1) & 3, h = 2 * (x >> 3) + (x & 1);
-        const int per = qh / mk, hq = min(h_begin + tid, qh - 1);
-        s_end[(tid & kNW) + 8 * t4 + h] = min(tend, cgrt__mla_row_len(len, cap, hq / per, mk, 1));
-      }
-    }
+    // Q of the head group (rows past nh zero), in the first commit group.
+    n64_load_q(q, s_q, r, qh, h_begin, nh, crow, cch);
+    // MK: the token end of each query row of the CTA (per-row lengths), in s_end.
+    if constexpr (MK) n64_row_ends(s_end, tid, qh, mk, h_begin, tend, len, cap);
     (void)len;
     load_tile(0, pg0);
     load_tile(1, pg1);
@@ -284,15 +188,7 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
       const bool va = tk < tend, vb = tk + 8 < tend;
       // MK: bit 2 h + b: token row ta + 8 b counts for head column h.
       uint32_t vm = 0u;
-      if constexpr (MK) {
-        const int4 *e4 = reinterpret_cast<const int4 *>(s_end + kNW * w + 8 * (lane & 3));
-        const int4 ea = e4[0], eb = e4[1];
-        const int e[8] = {ea.x, ea.y, ea.z, ea.w, eb.x, eb.y, eb.z, eb.w};
-#pragma unroll
-        for (int h = 0; h < 8; h++)
-#pragma unroll
-          for (int b = 0; b < 2; b++) vm |= (uint32_t)(tk + 8 * b < e[h]) << (2 * h + b);
-      }
+      if constexpr (MK) vm = n64_row_mask(s_end, w, lane, tk);
       t64_qk_wait(s);
       if constexpr (MK)
         t64_softmax<true, 2>(s, m, l, o,
@@ -307,7 +203,7 @@ __device__ __forceinline__ void split_t64_n64(const bf16 *__restrict__ q, const 
       bar_named(1 + w, 128); // this warpgroup's P^T complete (only it reads it)
       t64_pv<32>(o, kb, s_p);
     }
-    n64_finish<MK>(o, m, l, w, s_red_w, s_stage, s_last, out, lse, part_o, part_lse, counters, r, qh, h_begin, nh,
+    n64_finish<MK>(o, m, l, w, 1.f, s_red_w, s_stage, s_last, out, lse, part_o, part_lse, counters, r, qh, h_begin, nh,
                    pf, nsplit);
   };
 

@@ -2,7 +2,8 @@
 // an FP8 e4m3 latent cache (cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3, value =
 // e4m3 x kv_scale) through the public API against the fp32 host reference over the
 // dequantized cache, within the bounds the bf16 kernels meet (mla_harness.h): head
-// groups of 1..16 and the generic path, page sizes 16/32/64, ragged and zero lengths,
+// groups of 1..16 and the generic path (and the head counts that the plan gives the
+// 17..64-row FP8 kernel, tests/mla/mla_t64_n64_fp8_test.cc), page sizes 16/32/64, ragged and zero lengths,
 // block rows (apart) and causal rows, DCP, both strategies and AUTO, one-row steps, the
 // same bits on every launch, and the options' statuses. On the emulation (CI) the C
 // reference runs under the kernel's name; with CGRT_DRIVER=cuda on an H200 the kernel.
@@ -14,7 +15,16 @@ using namespace mla_test;
 
 class MlaFp8 : public SplitHarness {
  protected:
-  void SetUp() override { start("cgrt_mla_split_t64_fp8"); }
+  void SetUp() override { start(kSplitFp8); }
+  // 17..64 query rows per CTA run cgrt_mla_split_t64_n64_fp8 (causal blocks together: its
+  // _causal form).
+  void check_plan(cgrt_mla_plan *plan) override {
+    cgrt_mla_plan_info info{};
+    info.size = sizeof info;
+    CGRT_ASSERT_OK(cgrt_mla_plan_get_info(plan, &info));
+    EXPECT_EQ(std::string(info.split_kernel), fp8_split_for(info.heads_per_cta, info.kv_shared && causal_));
+  }
+  int causal_ = 0;
   unsigned case_seed(const Case &c) const override {
     return 808u + c.heads * 13 + c.page_size + (int)c.combine + (int)c.lens.size();
   }
@@ -30,9 +40,8 @@ class MlaFp8 : public SplitHarness {
 TEST_F(MlaFp8, HeadCountsPagesBothStrategies) {
   std::mt19937 rng(31);
   int i = 0;
-  // 12: fast path groups of 12; 24: the generic path (groups of 16, the last masked); 96:
-  // the generic path above 32 heads (groups of 16); 48, 64, 128: the fast path in groups
-  // of 16 (FP8 tiles by 16 above 16 heads).
+  // 12: fast path groups of 12; 24, 32, 48, 64: one group on the 17..64-row kernel; 96:
+  // the generic path above 32 heads (groups of 16); 128: two groups of 64.
   for (int h : {16, 12, 1, 8, 24, 32, 96, 48, 64, 128})
     for (int ps : {16, 32, 64})
       for (cgrt_mla_combine cb : {CGRT_MLA_COMBINE_WORKSPACE, CGRT_MLA_COMBINE_COUNTERS, CGRT_MLA_COMBINE_AUTO}) {
@@ -67,16 +76,22 @@ TEST_F(MlaFp8, BlockRowsCausalDcpPaddingLongRows) {
   for (cgrt_mla_combine cb : kBoth) {
     Case c = fp8_case();
     c.reqs = 3;
-    c.block_len = 3;  // 48 query rows a block: a bf16 plan runs them together, FP8 apart
+    c.block_len = 3;  // 48 query rows a block: together on the 17..64-row kernel
     c.page_size = 32;
     c.lens = {100, 0, emulated_ ? 400 : 5000};
     c.combine = cb;
     check(c, std::string("block rows k=3") + (cb ? " counters" : " workspace"));
     c.block_len = 4;
     c.causal = 1;
-    c.heads = 12;
+    causal_ = 1;
+    c.heads = 12;  // 48 query rows a block: together on the _causal kernel
     c.lens = {100, 2, emulated_ ? 400 : 5000};
     check(c, std::string("causal rows k=4") + (cb ? " counters" : " workspace"));
+    c.block_len = 2;
+    c.heads = 8;  // 16 query rows a block: apart, causal rows through the schedule
+    check(c, std::string("causal rows k=2 apart") + (cb ? " counters" : " workspace"));
+    c.heads = 12;
+    causal_ = 0;
     c.causal = 0;
     c.block_len = 1;
     c.heads = 8;
@@ -177,9 +192,9 @@ TEST_F(MlaFp8, KvCachePast2To31Bytes) {
   check_kv_past_2to31(16, 20000, 1);  // and the one-row kernel
 }
 
-// The options' statuses: an FP8 cache takes every head count, in CTAs of at most 16
-// heads (the 32- and 64-row kernels read bf16); bad dtypes and scales are invalid; an
-// options struct that ends before kv_dtype gets the bf16 default.
+// The options' statuses: an FP8 cache takes every head count, 17..64 query rows per CTA
+// on cgrt_mla_split_t64_n64_fp8; bad dtypes and scales are invalid; an options struct
+// that ends before kv_dtype gets the bf16 default.
 TEST_F(MlaFp8, OptionStatuses) {
   cgrt_mla_options o;
   cgrt_mla_options_init(&o);
@@ -190,17 +205,17 @@ TEST_F(MlaFp8, OptionStatuses) {
   o.max_model_len = 4096;
   o.kv_dtype = CGRT_MLA_KV_FP8_E4M3;
   cgrt_mla_plan *p = nullptr;
-  // Every head count takes FP8, in CTAs of at most 16 heads (the bf16 plan of these
-  // counts runs 48 or 64 heads per CTA): the FP8 split kernel, 16 heads per CTA.
-  for (int heads : {48, 64, 128}) {
+  // Every head count takes FP8; above 16 heads as the bf16 plan tiles them (CTAs of 32,
+  // 48 or 64 query rows), on the 17..64-row FP8 kernel, 128 heads in two groups of 64.
+  for (int heads : {32, 48, 64, 128}) {
     o.heads = heads;
     CGRT_ASSERT_OK(cgrt_mla_plan_create(rt_, &o, &p));
     cgrt_mla_plan_info info{};
     info.size = sizeof info;
     CGRT_ASSERT_OK(cgrt_mla_plan_get_info(p, &info));
-    EXPECT_EQ(std::string(info.split_kernel), "cgrt_mla_split_t64_fp8") << heads;
-    EXPECT_EQ(info.heads_per_cta, 16) << heads;
-    EXPECT_EQ(info.head_groups, heads / 16) << heads;
+    EXPECT_EQ(std::string(info.split_kernel), kSplitFp8N64) << heads;
+    EXPECT_EQ(info.heads_per_cta, heads > 64 ? 64 : heads) << heads;
+    EXPECT_EQ(info.head_groups, heads > 64 ? heads / 64 : 1) << heads;
     cgrt_mla_plan_destroy(p);
     p = nullptr;
   }

@@ -59,6 +59,8 @@ struct Case {
   int fp8 = 0;                  // 1: cgrt_mla_options.kv_dtype CGRT_MLA_KV_FP8_E4M3
   float kv_scale = 1.f;         // its cgrt_mla_options.kv_scale
   int v_head_dim = 0;           // cgrt_mla_options.v_head_dim (> 0: the projected output)
+  int nan_past = 0;             // 1: every cached value of a request past its length is NaN
+                                // (e4m3 0x7f, bf16 0x7fc1): no kernel may read those bits
 };
 
 // The rows of kernels/mla/kernel_table.h.
@@ -74,6 +76,14 @@ const char *const kSplitWs = "cgrt_mla_split_m64_ws";
 const char *const kSplitWsCausal = "cgrt_mla_split_m64_ws_causal";
 inline const char *split64_for(int groups, bool causal) {
   return groups > 1 ? (causal ? kSplitWsCausal : kSplitWs) : (causal ? kSplit64Causal : kSplit64);
+}
+// The FP8 split kernels: 16 query rows per CTA at most, and 17..64 in any number of head
+// groups (causal: a block's causal rows run together).
+const char *const kSplitFp8 = "cgrt_mla_split_t64_fp8";
+const char *const kSplitFp8N64 = "cgrt_mla_split_t64_n64_fp8";
+const char *const kSplitFp8N64Causal = "cgrt_mla_split_t64_n64_fp8_causal";
+inline const char *fp8_split_for(int heads_per_cta, bool causal_block) {
+  return heads_per_cta <= 16 ? kSplitFp8 : causal_block ? kSplitFp8N64Causal : kSplitFp8N64;
 }
 
 // The fixture of the MLA tests: a runtime (the emulation in CI, the GPU with
@@ -224,6 +234,16 @@ class Harness : public ::testing::Test {
     std::vector<int> bt(used);
     for (long long i = 0; i < used; i++) bt[i] = (int)(c.page_base + i);
     std::shuffle(bt.begin(), bt.end(), rng);
+    if (c.nan_past)
+      for (int i = 0; i < c.reqs; i++)
+        for (int t = std::max(0, c.lens[i]); t < mbps * c.page_size; t++) {
+          const size_t k = ((size_t)(bt[(size_t)i * mbps + t / c.page_size] - c.page_base) * c.page_size +
+                            t % c.page_size) * D;
+          for (int d = 0; d < D; d++) {
+            if (c.fp8) kv8[k + d] = 0x7f;
+            else kv[k + d] = 0x7fc1;
+          }
+        }
     const size_t page_bytes = (size_t)c.page_size * D * (c.fp8 ? 1 : 2);
     CUdeviceptr d_kv = alloc((size_t)(c.page_base + used) * page_bytes);
     CUdeviceptr d_q = alloc(q.size() * 2), d_bt = alloc(bt.size() * 4), d_len = alloc(c.reqs * 4);
