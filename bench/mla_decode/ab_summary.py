@@ -17,7 +17,10 @@ import sys
 
 
 def key(r):
-    return (r["variant"], r["batch"], r["heads"], r["context"], r["block_len"], r["causal"], r["combine"])
+    # AUTO rows pair whichever merge each side's plan picked ("auto:ws" / "auto:cnt"):
+    # the row is the default options; each side's pick is kept in combine_a / combine_b.
+    comb = "auto" if r["combine"].startswith("auto") else r["combine"]
+    return (r["variant"], r["batch"], r["heads"], r["context"], r["block_len"], r["causal"], comb)
 
 
 def main(argv):
@@ -49,14 +52,15 @@ def main(argv):
     for side, ds in enumerate(docs):
         for d in ds:
             for r in d["results"]:
-                e = rows.setdefault(key(r), {"split_kernel": [None, None], "us_in_graph": [[], []]})
+                e = rows.setdefault(key(r), {"split_kernel": [None, None], "combine": [None, None], "us_in_graph": [[], []]})
                 e["split_kernel"][side] = r["split_kernel"]
+                e["combine"][side] = r["combine"]
                 e["us_in_graph"][side].append(r["us_in_graph"])
             # the interleaved variants of --ab (their median per call in a graph), as
             # rows of variant "ab:NAME"
             for r in d.get("ab_interleaved", []):
                 e = rows.setdefault(("ab:" + r["variant"],) + key(r)[1:],
-                                    {"split_kernel": [None, None], "us_in_graph": [[], []]})
+                                    {"split_kernel": [None, None], "combine": [None, None], "us_in_graph": [[], []]})
                 e["us_in_graph"][side].append(r["us_per_call_median"])
     res = []
     for k, e in rows.items():
@@ -72,7 +76,8 @@ def main(argv):
         res.append({"best_peer": best and best["name"], "best_peer_us": best and best["us_in_graph"],
                     "variant": k[0], "batch": k[1], "heads": k[2], "context": k[3], "block_len": k[4],
                     "causal": k[5], "combine": k[6], "split_kernel_a": e["split_kernel"][0],
-                    "split_kernel_b": e["split_kernel"][1], "us_in_graph_a": a, "us_in_graph_b": b,
+                    "split_kernel_b": e["split_kernel"][1], "combine_a": e["combine"][0],
+                    "combine_b": e["combine"][1], "us_in_graph_a": a, "us_in_graph_b": b,
                     "median_a": ma, "median_b": mb, "b_over_a": round(mb / ma, 4)})
         print("%-8s %4d %4d %6d k%d c%d %-9s a %8.2f b %8.2f  b/a %.4f%s" % (
             k[0], k[1], k[2], k[3], k[4], k[5], k[6], ma, mb, mb / ma,
