@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cgrt/cgrt_mla.h"
@@ -301,20 +302,22 @@ class Harness : public ::testing::Test {
     last_lse_ = lse;
 
     // Host fp32 reference, full context per row (causal: row j of a block of k sees
-    // k - 1 - j tokens fewer, at least 0).
-    double num = 0, den = 0, max_dlse = 0;
-    std::vector<float> sc, acc(DV), qf(D), lat(DV);
-    for (int r = 0; r < rows; r++) {
+    // k - 1 - j tokens fewer, at least 0). Each (row, head) is computed alone, in the
+    // same order of operations whatever thread takes it (threads over the pairs: the
+    // large GPU cases took 17-20 s each in one thread); the checks below run in order.
+    auto row_len = [&](int r) {
       const int shorter = c.causal ? c.block_len - 1 - r % c.block_len : 0;
-      const int len = std::max(0, c.lens[r / c.block_len] - shorter);
-      const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
-      for (int h = 0; h < qh; h++) {
-        const size_t oi = ((size_t)r * qh + h) * ow;
-        if (len == 0) {
-          for (int i = 0; i < ow; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
-          ASSERT_TRUE(std::isinf(lse[(size_t)r * qh + h]) && lse[(size_t)r * qh + h] < 0);
-          continue;
-        }
+      return std::max(0, c.lens[r / c.block_len] - shorter);
+    };
+    const size_t pairs = (size_t)rows * qh;
+    std::vector<float> ref_out(pairs * ow);
+    std::vector<double> ref_lse(pairs);
+    auto reference = [&](size_t first, size_t step) {
+      std::vector<float> sc, acc(DV), qf(D), lat(DV);
+      for (size_t pi = first; pi < pairs; pi += step) {
+        const int r = (int)(pi / qh), h = (int)(pi % qh), len = row_len(r);
+        if (len == 0) continue;
+        const int *btr = bt.data() + (size_t)(r / c.block_len) * mbps;
         for (int i = 0; i < D; i++) qf[i] = bf2f(q[((size_t)r * qh + h) * D + i]);
         sc.resize(len);
         float mx = -INFINITY;
@@ -343,12 +346,35 @@ class Harness : public ::testing::Test {
           } else {
             rd = lat[i];
           }
-          const float ref = (float)rd, got = bf2f(out[oi + i]);
+          ref_out[pi * ow + i] = (float)rd;
+        }
+        ref_lse[pi] = mx + std::log(sum);
+      }
+    };
+    {
+      const size_t nt = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), std::min<size_t>(pairs, 32));
+      std::vector<std::thread> pool;
+      for (size_t t = 1; t < nt; t++) pool.emplace_back(reference, t, nt);
+      reference(0, nt);
+      for (auto &th : pool) th.join();
+    }
+    double num = 0, den = 0, max_dlse = 0;
+    for (int r = 0; r < rows; r++) {
+      const int len = row_len(r);
+      for (int h = 0; h < qh; h++) {
+        const size_t pi = (size_t)r * qh + h, oi = pi * ow;
+        if (len == 0) {
+          for (int i = 0; i < ow; i++) ASSERT_EQ(out[oi + i], 0) << "padding row " << r;
+          ASSERT_TRUE(std::isinf(lse[pi]) && lse[pi] < 0);
+          continue;
+        }
+        for (int i = 0; i < ow; i++) {
+          const float ref = ref_out[oi + i], got = bf2f(out[oi + i]);
           ASSERT_TRUE(std::isfinite(got)) << "row " << r << " head " << h << " col " << i;
           num += (double)(got - ref) * (got - ref);
           den += (double)ref * ref;
         }
-        max_dlse = std::max(max_dlse, std::fabs(lse[(size_t)r * qh + h] - (mx + std::log(sum))));
+        max_dlse = std::max(max_dlse, std::fabs(lse[pi] - ref_lse[pi]));
       }
     }
     const double rel = den > 0 ? std::sqrt(num / den) : 0.0;
