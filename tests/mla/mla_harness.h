@@ -383,6 +383,22 @@ class Harness : public ::testing::Test {
     cgrt_mla_plan_destroy(plan);
   }
 
+  // Lengths around the 64-token tile and the 32-token range unit, one row per length and
+  // all of them in one batch (ranges begin and end inside tiles and rows): base (its
+  // heads, dtype, launches) with both strategies and the page sizes 16, 32 and 64.
+  void check_tile_edges(Case base, const std::vector<int> &edges = {1, 31, 32, 33, 63, 64, 65, 127, 129, 193, 257,
+                                                                     513}) {
+    for (cgrt_mla_combine cb : kBoth)
+      for (int ps : {16, 32, 64}) {
+        Case c = base;
+        c.reqs = (int)edges.size();
+        c.page_size = ps;
+        c.lens = edges;
+        c.combine = cb;
+        check(c, "edges, page size " + std::to_string(ps) + (cb ? " counters" : " workspace"));
+      }
+  }
+
   // Each head count of hs with both strategies: reqs rows (3 on the emulation) of mixed
   // lengths up to maxlen (200 on the emulation) with padding rows, the page sizes 16, 32
   // and 64 in turn.
