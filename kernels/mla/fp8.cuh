@@ -109,6 +109,23 @@ __device__ __forceinline__ void mma16816_f16(float *c, const uint32_t *a, uint32
 }
 #endif
 
+// The f16 products of t64_pv_run / t64_pv_tiles (kernels/mla/t64.cuh): 16 heads (m64n16)
+// or 32 (m64n32) per warpgroup.
+struct T64F16 {
+#if CGRT_WG_HAS_WGMMA
+  static __device__ __forceinline__ void wg(float (&d)[8], uint64_t da, uint64_t db) {
+    wgmma_f16_m64n16<1>(d, da, db, 1);
+  }
+  static __device__ __forceinline__ void wg(float (&d)[16], uint64_t da, uint64_t db) {
+    wgmma_f16_m64n32<1>(d, da, db, 1);
+  }
+#else
+  static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    mma16816_f16(c, a, b0, b1);
+  }
+#endif
+};
+
 }  // namespace cgrt_fp8
 
 #endif

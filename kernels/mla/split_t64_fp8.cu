@@ -85,19 +85,6 @@ __device__ __forceinline__ void qk_issue(float (&s)[8], KB kb, uint32_t q_s) {
 #endif
 }
 
-// The f16 products of t64_pv_run (kernels/mla/t64.cuh).
-struct T64F16 {
-#if CGRT_WG_HAS_WGMMA
-  static __device__ __forceinline__ void wg(float (&d)[8], uint64_t da, uint64_t db) {
-    wgmma_f16_m64n16<1>(d, da, db, 1);
-  }
-#else
-  static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    mma16816_f16(c, a, b0, b1);
-  }
-#endif
-};
-
 // O^T += V^T . P^T of one tile as t64_pv, in two halves: t64_pv_issue starts it (wgmma:
 // one commit group; o untouched until t64_pv_wait), so that the threads widen the next
 // tile's sub-stage meanwhile. The fallback computes it all in t64_pv_issue.

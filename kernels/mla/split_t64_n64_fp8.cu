@@ -113,40 +113,6 @@ __device__ __forceinline__ void qk_part(float (&s)[16], uint32_t tile, uint32_t 
 #endif
 }
 
-// O^T[M tiles I0 .. I0 + 3] += V^T . P^T of the f16 tile for one warpgroup (p_s its P^T,
-// 32 rows x 64 tokens, K-major): wgmma one commit group (o untouched until the wait);
-// without sm_90a computed here.
-template <int I0>
-__device__ __forceinline__ void pv_half(float (&o)[8][16], uint32_t tile, uint32_t p_s) {
-#if CGRT_WG_HAS_WGMMA
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
-#pragma unroll
-    for (int i = I0; i < I0 + 4; i++) wgmma_f16_m64n32<1>(o[i], make_desc(tile + i * kCB, kCB, 1024) + kk * 128, db, 1);
-  }
-  wg_commit();
-#else
-  const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
-  const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
-  const int m4 = lane >> 3;
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    uint32_t b[8];
-    ldsm_x4(p_s + swz(br, kk * 2 + bc), b[0], b[1], b[2], b[3]);
-    ldsm_x4(p_s + 16 * 128 + swz(br, kk * 2 + bc), b[4], b[5], b[6], b[7]);
-    const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
-#pragma unroll
-    for (int i = I0; i < I0 + 4; i++) {
-      uint32_t a[4];
-      ldsm_x4_t(tile + i * kCB + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
-#pragma unroll
-      for (int n = 0; n < 4; n++) mma16816_f16(o[i] + 4 * n, a, b[2 * n], b[2 * n + 1]);
-    }
-  }
-#endif
-}
-
 // Column blocks B0 .. B1 - 1 of a raw tile (this thread's pieces at src, kF8Blk apart)
 // widened into the f16 tile's blocks (token row fr, chunks 2 f4 and 2 f4 + 1): the loads
 // first (independent), then one cvt per pair and two 16-byte stores per block.
@@ -327,8 +293,10 @@ __device__ __forceinline__ void split_t64_n64_fp8(const bf16 *__restrict__ q, co
 #if CGRT_WG_HAS_WGMMA
         wg_fence();
 #endif
-        pv_half<0>(o, s_tile, s_p);
-        pv_half<4>(o, s_tile, s_p);
+        // V blocks 0..3, then 4..7: two commit groups (kernels/mla/t64.cuh t64_pv_tiles).
+        auto vcb = [&](int i) { return s_tile + i * kCB; };
+        t64_pv_tiles<T64F16, 32, 0, 4>(o, vcb, s_p);
+        t64_pv_tiles<T64F16, 32, 4, 4>(o, vcb, s_p);
 #if CGRT_WG_HAS_WGMMA
         wg_wait<1>();
 #endif

@@ -72,7 +72,7 @@ __device__ __forceinline__ void t64_qk_wait(float (&s)[N]) {
 
 
 // The products of t64_pv_run: bf16 operands (these kernels) or, for the FP8 kernels, f16
-// (their T64F16 in split_t64_fp8.cu): wg is the wgmma m64n16k16 with A MN-major from
+// (T64F16 in kernels/mla/fp8.cuh): wg is the wgmma m64n16k16 with A MN-major from
 // shared memory, mma the mma.sync m16n8k16 of the fallback.
 struct T64Bf16 {
 #if CGRT_WG_HAS_WGMMA
@@ -85,24 +85,20 @@ struct T64Bf16 {
 #endif
 };
 
-// O^T += V^T . P^T of one tile: M tile i = dims 64 i .. 64 i + 63 = column block i of the
-// tile, read MN-major; p_s = P^T (NH heads x 64 tokens, K-major; o: NH / 2 accumulators
-// per M tile). WAIT = 1: issued and waited for. WAIT = 0 (wgmma): one commit group left
-// in flight, o untouched until t64_pv_wait; the fallback computes it all here either way.
-template <class Prod, int WAIT, int NH = 16, class KB>
-__device__ __forceinline__ void t64_pv_run(float (&o)[8][NH / 2], KB kb, uint32_t p_s) {
-#pragma unroll
-  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+// The products of O^T += V^T . P^T over M tiles I0 .. I0 + NI - 1 of one tile (M tile i =
+// dims 64 i .. 64 i + 63 = column block i of the tile, read MN-major; p_s = P^T, NH heads x
+// 64 tokens, K-major; o: NH / 2 accumulators per M tile): wgmma issued as one commit group,
+// no fence or wait (the caller's); the fallback computes them here.
+template <class Prod, int NH, int I0, int NI, class KB>
+__device__ __forceinline__ void t64_pv_tiles(float (&o)[8][NH / 2], KB kb, uint32_t p_s) {
 #if CGRT_WG_HAS_WGMMA
-  wg_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     const uint64_t db = make_desc(p_s, 16, 1024) + 2 * kk;
 #pragma unroll
-    for (int i = 0; i < 8; i++) Prod::wg(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db);
+    for (int i = I0; i < I0 + NI; i++) Prod::wg(o[i], make_desc(kb(i), kCB, 1024) + kk * 128, db);
   }
   wg_commit();
-  if (WAIT) wg_wait<0>();
 #else
   const int lane = threadIdx.x & 31, wi = (threadIdx.x >> 5) & 3;
   const int br = (lane & 7) + ((lane >> 4) << 3), bc = (lane >> 3) & 1;
@@ -114,7 +110,7 @@ __device__ __forceinline__ void t64_pv_run(float (&o)[8][NH / 2], KB kb, uint32_
     if constexpr (NH == 32) ldsm_x4(p_s + 16 * 128 + swz(br, kk * 2 + bc), b4, b5, b6, b7);
     const int tok = kk * 16 + (lane & 7) + ((m4 >> 1) << 3);
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
+    for (int i = I0; i < I0 + NI; i++) {
       uint32_t a[4];
       ldsm_x4_t(kb(i) + swz(tok, 2 * wi + (m4 & 1)), a[0], a[1], a[2], a[3]);
       Prod::mma(o[i], a, b0, b1);
@@ -125,6 +121,22 @@ __device__ __forceinline__ void t64_pv_run(float (&o)[8][NH / 2], KB kb, uint32_
       }
     }
   }
+#endif
+}
+
+// O^T += V^T . P^T of one tile, all 8 M tiles (t64_pv_tiles), fenced. WAIT = 1: issued and
+// waited for. WAIT = 0 (wgmma): one commit group left in flight, o untouched until
+// t64_pv_wait; the fallback computes it all here either way.
+template <class Prod, int WAIT, int NH = 16, class KB>
+__device__ __forceinline__ void t64_pv_run(float (&o)[8][NH / 2], KB kb, uint32_t p_s) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) fence_regs(o[i]);
+#if CGRT_WG_HAS_WGMMA
+  wg_fence();
+#endif
+  t64_pv_tiles<Prod, NH, 0, 8>(o, kb, p_s);
+#if CGRT_WG_HAS_WGMMA
+  if (WAIT) wg_wait<0>();
 #endif
 #pragma unroll
   for (int i = 0; i < 8; i++) fence_regs(o[i]);
