@@ -248,7 +248,7 @@ struct cgrt_graphs {
  * points down (docs/replay.md, "The files of graphs/"). The declarations below go from
  * the bottom layer up: a file calls only the files declared above its own section. */
 
-/* common.c: the clock, the check of a device range, the entry checks. */
+/* common.c: the clock, the check of a device range, the entry checks, a graph's nodes. */
 /* Monotonic seconds. */
 double gx_now(void);
 /* 1 when [base, base + bytes) is a usable device range: base and bytes non-zero, and the
@@ -263,6 +263,11 @@ cgrt_status gx_enter(cgrt_graphs *set, const char *api);
  * of the capturing set itself would wait for its own lock; another set's work would run
  * outside the capture that the caller means to record. */
 cgrt_status gx_enter_outside_capture(cgrt_graphs *set, const char *api);
+/* A graph's nodes into a malloc'd array (*out, freed by the caller; *n their count,
+ * possibly 0). The driver is never asked for an array of 0 entries (driver 580 refuses
+ * one with CUDA_ERROR_INVALID_VALUE: an empty capture). CGRT_ERROR_DRIVER or
+ * CGRT_ERROR_OUT_OF_MEMORY naming `api`, *out NULL. */
+cgrt_status gx_graph_nodes(const cgrt__driver *d, CUgraph g, const char *api, CUgraphNode **out, size_t *n);
 
 /* buckets.c: step modes, capture sizes and the dispatch tables (requests -> bucket). */
 int gx_rows_per_req(const cgrt_graphs *set, cgrt_graph_mode mode);

@@ -301,15 +301,26 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   size_t n = 0;
   gx_index_free(e);
   /* The graph's nodes, then (WHILE draft loops) the nodes of the conditional body. */
-  CUgraph graphs[2] = {e->graph, e->body};
-  size_t ng = e->body != NULL ? 2 : 1, counts[2] = {0, 0};
-  CUresult r = CUDA_SUCCESS;
-  for (size_t gi = 0; gi < ng; gi++) {
-    r = drv->cuGraphGetNodes(graphs[gi], NULL, &counts[gi]);
-    if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
+  CUgraphNode *body = NULL;
+  size_t nbody = 0;
+  st = gx_graph_nodes(drv, e->graph, "indexing a graph", &nodes, &n);
+  if (st == CGRT_SUCCESS && e->body != NULL) st = gx_graph_nodes(drv, e->body, "indexing a graph", &body, &nbody);
+  if (st == CGRT_SUCCESS && nbody != 0) {
+    CUgraphNode *all = (CUgraphNode *)realloc(nodes, (n + nbody) * sizeof(CUgraphNode));
+    if (all == NULL) st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
+    else {
+      memcpy(all + n, body, nbody * sizeof(CUgraphNode));
+      nodes = all;
+    }
   }
-  n = counts[0] + counts[1];
-  nodes = (CUgraphNode *)calloc(n ? n : 1, sizeof(CUgraphNode));
+  free(body);
+  if (st != CGRT_SUCCESS) {
+    free(nodes);
+    return st;
+  }
+  const size_t body_from = n; /* nodes[i] with i >= body_from lie in the body */
+  n += nbody;
+  CUresult r = CUDA_SUCCESS;
   CUgraphNodeType *types = (CUgraphNodeType *)calloc(n ? n : 1, sizeof(CUgraphNodeType));
   e->knodes = (gx_knode *)calloc(n ? n : 1, sizeof(gx_knode));
   e->mnodes = (gx_mnode *)calloc(n ? n : 1, sizeof(gx_mnode));
@@ -319,25 +330,13 @@ cgrt_status gx_index_build(cgrt_graphs *set, gx_exec *e) {
   e->applied = (CUdeviceptr *)calloc(set->nbuf ? set->nbuf : 1, sizeof(CUdeviceptr));
   e->site_start = (uint32_t *)calloc(set->nbuf + 1, sizeof(uint32_t));
   e->moved = (uint32_t *)calloc(set->nbuf ? set->nbuf : 1, sizeof(uint32_t));
-  if (!nodes || !types || !e->knodes || !e->mnodes || !e->dirty_k || !e->dirty_m || !e->meta_k ||
+  if (!types || !e->knodes || !e->mnodes || !e->dirty_k || !e->dirty_m || !e->meta_k ||
       !e->applied || !e->site_start || !e->moved || lookup_build(&c) != 0) {
     st = cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "graph set: parameter index");
     goto out;
   }
   memcpy(e->applied, set->current, set->nbuf * sizeof(CUdeviceptr));
   e->synced_gen = set->gen;
-  n = 0;
-  for (size_t gi = 0; gi < ng; gi++) {
-    size_t got = counts[gi];
-    if (got == 0) continue; /* the driver refuses a node array of 0 entries (an empty capture) */
-    r = drv->cuGraphGetNodes(graphs[gi], nodes + n, &got);
-    if (r != CUDA_SUCCESS) {
-      st = cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", "indexing a graph");
-      goto out;
-    }
-    n += got < counts[gi] ? got : counts[gi];
-  }
-  size_t body_from = counts[0]; /* nodes[i] with i >= body_from lie in the body */
   e->nodes = n;
   st = gx_ranges_refresh(set);
   if (st != CGRT_SUCCESS) goto out;

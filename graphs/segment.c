@@ -123,24 +123,6 @@ static cgrt_status capture_info(const cgrt__driver *d, CUstream stream, const ch
   return CGRT_SUCCESS;
 }
 
-/* The graph's nodes (malloc'd; *n their count). */
-static cgrt_status graph_nodes(const cgrt__driver *d, CUgraph g, const char *api, CUgraphNode **out, size_t *n) {
-  *out = NULL;
-  *n = 0;
-  size_t cnt = 0;
-  CUresult r = d->cuGraphGetNodes(g, NULL, &cnt);
-  if (r != CUDA_SUCCESS) return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", api);
-  CUgraphNode *v = (CUgraphNode *)calloc(cnt ? cnt : 1, sizeof *v);
-  if (v == NULL) return cgrt__fail(CGRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", api);
-  if (cnt && (r = d->cuGraphGetNodes(g, v, &cnt)) != CUDA_SUCCESS) {
-    free(v);
-    return cgrt__fail_cu(CGRT_ERROR_DRIVER, r, "cuGraphGetNodes", api);
-  }
-  *out = v;
-  *n = cnt;
-  return CGRT_SUCCESS;
-}
-
 static void node_free(seg_node *x) {
   free(x->deps);
   free(x->offs);
@@ -203,7 +185,7 @@ cgrt_status cgrt_segment_begin(cgrt_runtime *rt, CUstream stream, cgrt_segment *
   if (ndeps) memcpy(seg->start, deps, ndeps * sizeof(CUgraphNode));
   seg->nstart = ndeps;
   qsort(seg->start, seg->nstart, sizeof(CUgraphNode), by_handle);
-  if ((st = graph_nodes(d, graph, api, &seg->before, &seg->nbefore))) goto fail;
+  if ((st = gx_graph_nodes(d, graph, api, &seg->before, &seg->nbefore))) goto fail;
   qsort(seg->before, seg->nbefore, sizeof(CUgraphNode), by_handle);
   if ((st = cgrt__runtime_adopt(rt, seg, CGRT__HANDLE_SEGMENT, &seg->child, destroy_child, "capture segment",
                                 api)))
@@ -489,7 +471,7 @@ cgrt_status cgrt_segment_end(cgrt_segment *seg) {
     seg->sinks[k].node = deps[k];
     if (edges != NULL) seg->sinks[k].edge = edges[k];
   }
-  if ((st = graph_nodes(d, graph, api, &all, &nall))) return st;
+  if ((st = gx_graph_nodes(d, graph, api, &all, &nall))) return st;
   seg->nodes = (seg_node *)calloc(nall ? nall : 1, sizeof(seg_node));
   ix = (node_ix *)calloc(nall ? nall : 1, sizeof(node_ix));
   if (seg->nodes == NULL || ix == NULL) {
