@@ -69,8 +69,9 @@ __device__ __forceinline__ uint32_t n64_row_mask(const int *s_end, int w, int la
 }
 
 // The end of a segment of row r (all 256 threads, after the last tile's products):
-// waits for the copies still in flight, sums the rows (per warpgroup through s_red_w),
-// writes O^T x onum / l (onum: 1, or kv_scale for the FP8 kernel) and the LSE to out / lse (nsplit == 1) or to partial slot r + p; under
+// t64_rows_out of kernels/mla/t64.cuh (the rows summed per warpgroup w through s_red_w,
+// its 32 heads from kNW w; onum: 1, or kv_scale for the FP8 kernel) writes O^T x onum / l
+// and the LSE to out / lse (nsplit == 1) or to partial slot r + p; under
 // the counters strategy the CTA that arrives last for the row merges its nh heads
 // (combine_heads, one warp per head, from global memory: the merge buffers of t64_merge
 // do not fit beside a 64-row staging). s_stage ([64][kOStr] floats) lies over Q and the
@@ -84,60 +85,9 @@ __device__ __forceinline__ void n64_finish(float (&o)[8][16], const float (&m)[8
                                            float *__restrict__ lse, float *__restrict__ part_o,
                                            float *__restrict__ part_lse, unsigned *__restrict__ counters, int r,
                                            int qh, int h_begin, int nh, int pf, int nsplit) {
-  const int tid = threadIdx.x, lane = tid & 31, wq = (tid >> 5) & 3;
-  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * wq + gq;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
-  cgrt_mla::cp_wait<0>();
-#pragma unroll
-  for (int h = 0; h < 8; h++) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
-  }
-  __syncthreads(); // every P.V done: Q and the ring are free for the staging; s_red free
-  if (gq == 0) {
-#pragma unroll
-    for (int h = 0; h < 8; h++) s_red_w[t64_head_of(h, t4) * 4 + wq] = l[h];
-  }
-  __syncthreads();
-  float inv[8], lsev[8];
-#pragma unroll
-  for (int h = 0; h < 8; h++) {
-    const float4 v = *reinterpret_cast<const float4 *>(s_red_w + t64_head_of(h, t4) * 4);
-    const float lt = (v.x + v.y) + (v.z + v.w);
-    if constexpr (EMPTY) {
-      inv[h] = lt > 0.f ? onum / lt : 0.f;
-      lsev[h] = lt > 0.f ? (m[h] + __log2f(lt)) * 0.6931471805599453f : -INFINITY;
-    } else {
-      inv[h] = onum / lt;
-      lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
-    }
-  }
-  each_o<kNW>([&](int i, int j, int e) {
-    float *row = s_stage + (kNW * w + t64_head_of(2 * j + e, t4)) * kOStr + 64 * i + ta;
-    row[0] = o[i][4 * j + e] * inv[2 * j + e];
-    row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
-  });
-  const long long slot = (long long)r + p;
-  if (wq == 0 && gq == 0) {
-#pragma unroll
-    for (int h = 0; h < 8; h++) {
-      const int head = kNW * w + t64_head_of(h, t4);
-      if (head < nh) {
-        if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
-        else part_lse[slot * qh + h_begin + head] = lsev[h];
-      }
-    }
-  }
-  __syncthreads();
-  for (int id = tid; id < nh * (DV / 4); id += kThreads) {
-    const int head = id / (DV / 4), c4 = id - head * (DV / 4);
-    const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
-    if (nsplit == 1)
-      cgrt_mla::store_bf16x4(out + ((long long)r * qh + h_begin + head) * DV + 4 * c4, v, 1.f);
-    else
-      *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
-  }
+  const int tid = threadIdx.x, g = blockIdx.x, G = gridDim.x;
+  t64_rows_out<EMPTY, 16, 8, kThreads>(o, m, l, onum, kNW * w, (tid >> 5) & 3, s_red_w, s_stage, out, lse, part_o,
+                                       part_lse, r, qh, h_begin, nh, nsplit);
   if (nsplit > 1 && counters != nullptr)
     cgrt_mla::last_cta_merge<kThreads, 0>(counters, part_o, part_lse, out, lse, r, qh, h_begin, h_begin + nh, g, G,
                                           r + pf, nsplit, s_last);

@@ -344,29 +344,24 @@ __device__ __forceinline__ void t64_softmax(float (&s)[SN], float (&m)[HN], floa
     });
 }
 
-// The end of a segment of row r, after its last tile's products (whole warpgroup, NH =
-// 2 SN heads per CTA): waits for the copies still in flight, sums the rows, and writes
-// O^T x onum / l (onum: 1, or kv_scale for the FP8 kernels) and the LSE to out / lse
-// (nsplit == 1) or to partial slot r + p; under the counters strategy the CTA that arrives
-// last for the row merges it (t64_merge, 16 heads at a time). s_stage ([NH][kOStr] floats)
-// and the merge buffers (merge_buf) lie over the KV buffers, which are free here; ends
-// with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
-// without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
-// partial as 0).
-template <bool EMPTY = false, int SN, int HN>
-__device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
-                                           float *s_red, float *s_stage, float *merge_buf, int *s_last,
-                                           bf16 *__restrict__ out, float *__restrict__ lse,
-                                           float *__restrict__ part_o, float *__restrict__ part_lse,
-                                           unsigned *__restrict__ counters, int r, int qh, int h_begin, int nh,
-                                           int pf, int nsplit) {
+// A segment's result rows, the part the t64 and n64 finishes share (all NTH threads of
+// the CTA; this thread's warp wsel of its warpgroup, which holds the NH = 2 SN heads from
+// head0): waits for the copies still in flight, sums the rows (the 8 lanes of a head
+// column, then the 4 warps, through s_red), writes O^T x onum / l into the staging rows
+// s_stage [head][dim] and then to out (nsplit == 1) or partial slot r + p, and the LSE to
+// lse or part_lse. Returns that slot. EMPTY: a head without tokens gets output 0 and LSE -inf.
+template <bool EMPTY, int SN, int HN, int NTH>
+__device__ __forceinline__ long long t64_rows_out(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
+                                             int head0, int wsel, float *s_red, float *s_stage,
+                                             bf16 *__restrict__ out, float *__restrict__ lse,
+                                             float *__restrict__ part_o, float *__restrict__ part_lse, int r,
+                                             int qh, int h_begin, int nh, int nsplit) {
   constexpr int NH = 2 * SN;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * warp + gq;
-  const int g = blockIdx.x, p = blockIdx.y, G = gridDim.x;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int gq = lane >> 2, t4 = lane & 3, ta = 16 * wsel + gq;
+  const int p = blockIdx.y;
   cgrt_mla::cp_wait<0>();
 
-  // Row sums: the 8 lanes of a head column, then the 4 warps.
 #pragma unroll
   for (int h = 0; h < HN; h++) {
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
@@ -376,7 +371,7 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
   __syncthreads(); // every P.V done: the KV buffers are free for the output staging; s_red free
   if (gq == 0) {
 #pragma unroll
-    for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + warp] = l[h];
+    for (int h = 0; h < HN; h++) s_red[t64_head_of(h, t4) * 4 + wsel] = l[h];
   }
   __syncthreads();
   float inv[HN], lsev[HN];
@@ -392,17 +387,16 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
       lsev[h] = (m[h] + __log2f(lt)) * 0.6931471805599453f;
     }
   }
-  // O^T / l into the staging rows [head][dim].
   each_o<NH>([&](int i, int j, int e) {
-    float *row = s_stage + t64_head_of(2 * j + e, t4) * kOStr + 64 * i + ta;
+    float *row = s_stage + (head0 + t64_head_of(2 * j + e, t4)) * kOStr + 64 * i + ta;
     row[0] = o[i][4 * j + e] * inv[2 * j + e];
     row[8] = o[i][4 * j + 2 + e] * inv[2 * j + e];
   });
   const long long slot = (long long)r + p;
-  if (warp == 0 && gq == 0) {
+  if (wsel == 0 && gq == 0) {
 #pragma unroll
     for (int h = 0; h < HN; h++) {
-      const int head = t64_head_of(h, t4);
+      const int head = head0 + t64_head_of(h, t4);
       if (head < nh) {
         if (nsplit == 1) lse[(long long)r * qh + h_begin + head] = lsev[h];
         else part_lse[slot * qh + h_begin + head] = lsev[h];
@@ -410,7 +404,7 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
     }
   }
   __syncthreads();
-  for (int id = tid; id < nh * (DV / 4); id += NT) {
+  for (int id = tid; id < nh * (DV / 4); id += NTH) {
     const int head = id / (DV / 4), c4 = id - head * (DV / 4);
     const float4 v = *reinterpret_cast<const float4 *>(s_stage + head * kOStr + 4 * c4);
     if (nsplit == 1)
@@ -418,6 +412,29 @@ __device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[H
     else
       *reinterpret_cast<float4 *>(part_o + (slot * qh + h_begin + head) * DV + 4 * c4) = v;
   }
+  return slot;
+}
+
+// The end of a segment of row r, after its last tile's products (whole warpgroup, NH =
+// 2 SN heads per CTA): t64_rows_out (above) waits for the copies still in flight, sums
+// the rows and writes O^T x onum / l (onum: 1, or kv_scale for the FP8 kernels) and the LSE to out / lse
+// (nsplit == 1) or to partial slot r + p; under the counters strategy the CTA that arrives
+// last for the row merges it (t64_merge, 16 heads at a time). s_stage ([NH][kOStr] floats)
+// and the merge buffers (merge_buf) lie over the KV buffers, which are free here; ends
+// with a __syncthreads, after which they are free again. EMPTY (t64_softmax): a head
+// without tokens in the segment gets output 0 and LSE -inf (both merges weigh such a
+// partial as 0).
+template <bool EMPTY = false, int SN, int HN>
+__device__ __forceinline__ void t64_finish(float (&o)[8][SN], const float (&m)[HN], float (&l)[HN], float onum,
+                                           float *s_red, float *s_stage, float *merge_buf, int *s_last,
+                                           bf16 *__restrict__ out, float *__restrict__ lse,
+                                           float *__restrict__ part_o, float *__restrict__ part_lse,
+                                           unsigned *__restrict__ counters, int r, int qh, int h_begin, int nh,
+                                           int pf, int nsplit) {
+  constexpr int NH = 2 * SN;
+  const int tid = threadIdx.x, g = blockIdx.x, G = gridDim.x;
+  const long long slot = t64_rows_out<EMPTY, SN, HN, NT>(o, m, l, onum, 0, tid >> 5, s_red, s_stage, out, lse, part_o,
+                                                         part_lse, r, qh, h_begin, nh, nsplit);
   if (nsplit > 1 && counters != nullptr && cgrt_mla::last_cta_arrive<NT>(counters, r, g, G, nsplit, s_last)) {
     t64_merge(part_o, part_lse, out, lse, r, qh, h_begin, NH > 16 ? min(nh, 16) : nh, (long long)r + pf, nsplit, slot, s_stage,
               merge_buf);
